@@ -1,0 +1,24 @@
+// blas.h — row-major GEMM for float and double through OpenBLAS's CBLAS.
+//
+// C[M×N] = alpha · op(A) · op(B) + beta · C, all row-major with leading
+// dimensions lda/ldb/ldc. The double overload lets tests run the very same
+// layer code in double precision for finite-difference gradient checks.
+#pragma once
+
+#include <cblas.h>
+
+namespace hpmc {
+
+inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                 int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, double alpha, const double* a,
+                 int lda, const double* b, int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace hpmc

@@ -1,0 +1,72 @@
+// device.cu — device primitives for the CUDA build: allocation, zeroing and
+// the one explicit host<->device copy routine. Errors name the call, the CUDA
+// error string and, for allocations, the bytes asked for and free.
+#include <cuda_runtime.h>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace hpmc::gpu {
+
+namespace {
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw RuntimeError(str("CUDA error in ", what, ": ", cudaGetErrorString(e)));
+}
+}  // namespace
+
+bool compiled_with_cuda() { return true; }
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+std::vector<std::string> describe_devices() {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return {str("none (", cudaGetErrorString(e), ")")};
+  }
+  if (n == 0) return {"none (no CUDA device visible)"};
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) {
+    cudaDeviceProp p{};
+    check(cudaGetDeviceProperties(&p, i), "cudaGetDeviceProperties");
+    out.push_back(str(i, ": ", p.name, ", compute ", p.major, ".", p.minor, ", ",
+                      p.multiProcessorCount, " SMs, ", (p.totalGlobalMem >> 20), " MiB"));
+  }
+  return out;
+}
+
+std::shared_ptr<void> allocate_shared(size_t bytes) {
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw RuntimeError(str("out of GPU memory: asked for ", bytes, " bytes with ", free_b,
+                           " free of ", total_b, " (", cudaGetErrorString(e),
+                           "); try a smaller batch size (--batch)"));
+  }
+  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+}
+
+void memset_zero(void* ptr, size_t bytes) { check(cudaMemset(ptr, 0, bytes), "cudaMemset"); }
+
+void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
+  cudaMemcpyKind kind = cudaMemcpyDefault;
+  if (dst_dev == Device::kCPU && src_dev == Device::kGPU) kind = cudaMemcpyDeviceToHost;
+  if (dst_dev == Device::kGPU && src_dev == Device::kCPU) kind = cudaMemcpyHostToDevice;
+  if (dst_dev == Device::kGPU && src_dev == Device::kGPU) kind = cudaMemcpyDeviceToDevice;
+  check(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy");
+}
+
+}  // namespace hpmc::gpu

@@ -1,0 +1,29 @@
+// device.h — the few device-memory primitives the core needs.
+//
+// Built without CUDA, these throw a RuntimeError that says so; the CUDA build
+// implements them in src/core/device.cu. Host<->device copies go through
+// gpu::copy only, so they are easy to find in a profile.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hpmc {
+enum class Device;
+
+namespace gpu {
+
+// True when this binary was built with CUDA (it may still find no device).
+bool compiled_with_cuda();
+// One line per visible CUDA device, or an explanation why there is none.
+std::vector<std::string> describe_devices();
+int device_count();
+
+std::shared_ptr<void> allocate_shared(size_t bytes);
+void memset_zero(void* ptr, size_t bytes);
+void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+
+}  // namespace gpu
+}  // namespace hpmc

@@ -1,0 +1,47 @@
+#include "core/threads.h"
+
+#include <cstdlib>
+#include <thread>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace hpmc {
+
+int configure_threads(int n) {
+  openblas_set_num_threads(1);
+#ifdef _OPENMP
+  if (n <= 0) {
+    const char* env = std::getenv("OMP_NUM_THREADS");
+    n = env ? std::atoi(env) : 0;
+  }
+  if (n <= 0) n = int(std::thread::hardware_concurrency());
+  if (n <= 0) n = 1;
+  omp_set_num_threads(n);
+  return n;
+#else
+  (void)n;
+  return 1;
+#endif
+}
+
+int num_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+int thread_index() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace hpmc

@@ -1,0 +1,110 @@
+// layer.h — the one layer interface behind which CPU and GPU layers live.
+//
+// Shapes: activations are NCHW float32 tensors; a flat vector of F features
+// is (N, F, 1, 1). Parameters use PyTorch's layouts (conv weight KCRS =
+// [out, in, kh, kw], linear weight [out, in], bias [out]).
+//
+// Gradient convention (tested in tests/test_model.cpp):
+//   * parameter gradients ACCUMULATE: backward() adds dL/dθ into the bound
+//     gradient buffer; the model zeroes that buffer once per step;
+//   * input gradients OVERWRITE: backward() writes dL/dx into *dx; a null dx
+//     means the caller does not need it (first layer) and it is skipped.
+//
+// forward()/backward() are the checked front door: they verify device,
+// dtype, the input shape the layer was built for and that parameters are
+// bound, then call the device implementation (forward_impl/backward_impl).
+// There is no silent fallback between devices.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/shape.h"
+#include "core/tensor.h"
+
+namespace hpmc {
+
+// How a parameter tensor is initialised. kKaimingUniform is PyTorch's default
+// for Conv2d and Linear weights and biases: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+enum class Init { kKaimingUniform, kZeros };
+
+struct ParamSpec {
+  std::string name;       // "weight", "bias"; the model prefixes "<layer>."
+  std::vector<int> dims;  // PyTorch layout, e.g. {out, in, kh, kw}
+  int fan_in = 1;
+  Init init = Init::kKaimingUniform;
+  size_t count() const {
+    size_t n = 1;
+    for (int d : dims) n *= size_t(d);
+    return n;
+  }
+};
+
+class Layer {
+ public:
+  explicit Layer(std::string name) : name_(std::move(name)) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const { return name_; }
+  virtual const char* type() const = 0;   // the YAML type, e.g. "conv2d"
+  virtual Device device() const = 0;
+  // Implementation name for the layer table ("cpu", "naive", ...).
+  virtual const char* impl() const = 0;
+  // Short human description of the hyper-parameters, e.g. "3x3 s1 p1".
+  virtual std::string describe() const { return ""; }
+
+  // The output shape for an input shape (n is carried through). Throws
+  // ShapeError with both shapes when the layer cannot take the input.
+  virtual Shape output_shape(const Shape& in) const = 0;
+  // Parameter tensors, in the order bind() receives them.
+  virtual std::vector<ParamSpec> param_specs() const { return {}; }
+  size_t param_count() const;
+
+  // Fix the per-sample input shape (validated by output_shape) before use.
+  void set_input_shape(const Shape& in);
+  const Shape& input_shape() const { return in_; }
+  // Point each parameter tensor at its slot in the model's contiguous
+  // parameter and gradient buffers (one pointer per param_specs() entry).
+  void bind(std::vector<float*> params, std::vector<float*> grads);
+  bool bound() const;
+
+  void forward(const Tensor& x, Tensor& y);
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
+
+ protected:
+  virtual void forward_impl(const Tensor& x, Tensor& y) = 0;
+  virtual void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) = 0;
+
+  float* param(size_t i) const { return params_.at(i); }
+  float* grad(size_t i) const { return grads_.at(i); }
+
+ private:
+  void check_tensor(const Tensor& t, const Shape& expect, const char* what) const;
+
+  std::string name_;
+  Shape in_;
+  bool has_input_shape_ = false;
+  std::vector<float*> params_, grads_;
+};
+
+// Base classes that pin the device; a CPU layer derives from LayerCPU, a GPU
+// layer (src/layers/gpu) from LayerGPU.
+class LayerCPU : public Layer {
+ public:
+  using Layer::Layer;
+  Device device() const override { return Device::kCPU; }
+  const char* impl() const override { return "cpu"; }
+};
+
+class LayerGPU : public Layer {
+ public:
+  using Layer::Layer;
+  Device device() const override { return Device::kGPU; }
+};
+
+using LayerPtr = std::shared_ptr<Layer>;
+
+}  // namespace hpmc

@@ -1,0 +1,66 @@
+// testing.h — small helpers shared by the tests: random tensors, error
+// metrics and scratch directories.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace hpmc::testing {
+
+// Fill a float32 CPU tensor with U(lo, hi) drawn from `rng`.
+inline void fill_uniform(Tensor& t, Rng& rng, float lo = -1.f, float hi = 1.f) {
+  float* p = t.data<float>();
+  for (size_t i = 0; i < t.numel(); ++i) p[i] = rng.uniform(lo, hi);
+}
+
+inline Tensor random_tensor(const Shape& s, Rng& rng, float lo = -1.f, float hi = 1.f) {
+  Tensor t = Tensor::empty(s);
+  fill_uniform(t, rng, lo, hi);
+  return t;
+}
+
+// max |a-b| / max(|a|, |b|, 1) over two equally long arrays.
+template <typename A, typename B>
+double max_rel_error(const A* a, const B* b, size_t n) {
+  double worst = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double x = double(a[i]), y = double(b[i]);
+    if (std::isnan(x) || std::isnan(y)) return INFINITY;
+    double d = std::fabs(x - y) / std::max({std::fabs(x), std::fabs(y), 1.0});
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+// A fresh, empty directory under the system temp dir, removed on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "hpmc-test-XXXXXX").string();
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    char* p = mkdtemp(buf.data());
+    if (!p) throw std::runtime_error("mkdtemp failed");
+    path_ = p;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace hpmc::testing
