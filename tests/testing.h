@@ -64,3 +64,50 @@ class TempDir {
 };
 
 }  // namespace hpmc::testing
+
+namespace hpmc::testing {
+
+// Central finite differences of a scalar function L at `x`, in double:
+// g[j] = (L(x + eps·e_j) - L(x - eps·e_j)) / (2·eps).
+template <typename F>
+std::vector<double> numerical_gradient(F&& L, std::vector<double> x, double eps = 1e-6) {
+  std::vector<double> g(x.size());
+  for (size_t j = 0; j < x.size(); ++j) {
+    double keep = x[j];
+    x[j] = keep + eps;
+    double lp = L(x);
+    x[j] = keep - eps;
+    double lm = L(x);
+    x[j] = keep;
+    g[j] = (lp - lm) / (2 * eps);
+  }
+  return g;
+}
+
+// Every analytic gradient entry within `tol` of the numeric one, relative to
+// max(|a|, |n|, 1); entries with skip[j] set (kinks) are not compared.
+inline void expect_gradients_close(const std::vector<double>& analytic,
+                                   const std::vector<double>& numeric, double tol,
+                                   const std::string& what,
+                                   const std::vector<bool>& skip = {}) {
+  ASSERT_EQ(analytic.size(), numeric.size()) << what;
+  size_t compared = 0;
+  for (size_t j = 0; j < analytic.size(); ++j) {
+    if (!skip.empty() && skip[j]) continue;
+    ++compared;
+    double a = analytic[j], n = numeric[j];
+    double scale = std::max({std::fabs(a), std::fabs(n), 1.0});
+    EXPECT_LE(std::fabs(a - n) / scale, tol)
+        << what << "[" << j << "]: analytic " << a << " vs numeric " << n;
+  }
+  EXPECT_GT(compared, 0u) << what << ": every entry was skipped";
+}
+
+// A vector of n doubles drawn from U(lo, hi).
+inline std::vector<double> random_vector(size_t n, Rng& rng, double lo = -1, double hi = 1) {
+  std::vector<double> v(n);
+  for (auto& x : v) x = lo + (hi - lo) * double(rng.uniform01());
+  return v;
+}
+
+}  // namespace hpmc::testing
