@@ -1,0 +1,197 @@
+#include "model/model.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <ostream>
+#include <set>
+
+#include "core/error.h"
+#include "model/registry.h"
+
+namespace hpmc {
+
+namespace {
+
+std::string thousands(size_t n) {
+  std::string s = std::to_string(n);
+  for (int i = int(s.size()) - 3; i > 0; i -= 3) s.insert(size_t(i), ",");
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& sample,
+                                    int num_classes) {
+  auto m = std::make_unique<Model>();
+  m->impl_ = impl;
+  m->in_ = sample.with_batch(1);
+  const LayerRegistry& reg = LayerRegistry::builtin();
+  std::set<std::string> names;
+  Shape cur = m->in_;
+  for (const LayerNode& ln : cfg.model.layers) {
+    MapReader keys(ln.node, ln.path, cfg.source);
+    std::string type = keys.require_string("type");
+    const LayerType* lt = reg.find(type);
+    if (!lt) {
+      std::string hint = did_you_mean(type, reg.names());
+      std::string known;
+      for (const auto& n : reg.names()) known += (known.empty() ? "" : ", ") + n;
+      keys.fail("type", str("unknown layer type '", type, "'",
+                            hint.empty() ? "" : str(" (did you mean '", hint, "'?)"),
+                            "; known types: ", known));
+    }
+    LayerContext ctx;
+    ctx.name = keys.get_string("name", str(type, ln.index + 1));
+    if (ctx.name.empty()) keys.fail("name", "must not be empty");
+    if (!names.insert(ctx.name).second)
+      keys.fail("name", str("layer name '", ctx.name, "' is used twice; names must be unique"));
+    ctx.impl = parse_impl(keys.get_choice("impl", impl_name(impl), impl_names()));
+    if (impl_device(ctx.impl) != impl_device(impl))
+      keys.fail("impl", str("'", impl_name(ctx.impl), "' runs on the ",
+                            device_name(impl_device(ctx.impl)), " but this run uses --impl ",
+                            impl_name(impl), " on the ", device_name(impl_device(impl)),
+                            "; a per-layer impl may only pick another implementation of the same "
+                            "device"));
+    ctx.in = cur;
+    LayerPtr layer;
+    try {
+      layer = lt->create(keys, ctx);
+      layer->set_input_shape(cur);
+    } catch (const ShapeError& e) {
+      throw ConfigError(str(keys.where(), ": layer '", ctx.name, "' (", type, "): ", e.what()));
+    } catch (const ConfigError& e) {
+      std::string msg = e.what();
+      // Errors from MapReader already carry their location; those thrown by a
+      // layer's constructor do not.
+      if (msg.rfind(cfg.source.file, 0) == 0 || msg.rfind("--set", 0) == 0) throw;
+      throw ConfigError(str(keys.where(), ": layer '", ctx.name, "' (", type, "): ", msg));
+    }
+    cur = layer->output_shape(cur);
+    m->layers_.push_back(layer);
+    m->where_.push_back(keys.where());
+  }
+  m->out_ = cur;
+
+  // The loss must fit the model's output.
+  const std::string loss_where = cfg.source.where(cfg.root["model"]["loss"], "model.loss");
+  m->loss_ = make_loss(cfg.model.loss, impl);
+  if (cfg.model.loss == "mse" && !cur.same_sample(m->in_))
+    throw ConfigError(str(loss_where, ": loss mse compares the output with the input, but the "
+                          "model maps ", m->in_.sample_str(), " to ", cur.sample_str(),
+                          "; the last layer must give ", m->in_.sample_str()));
+  if (cfg.model.loss == "softmax_cross_entropy" &&
+      !(cur.h == 1 && cur.w == 1 && cur.c == num_classes))
+    throw ConfigError(str(loss_where, ": loss softmax_cross_entropy needs ", num_classes,
+                          " logits per sample (the dataset has ", num_classes,
+                          " classes), but the model gives ", cur.sample_str(),
+                          "; end with a linear layer of out_features: ", num_classes));
+
+  if (!cfg.model.features.empty()) {
+    std::vector<std::string> all;
+    for (size_t i = 0; i < m->layers_.size(); ++i) {
+      all.push_back(m->layers_[i]->name());
+      if (m->layers_[i]->name() == cfg.model.features) m->features_ = int(i);
+    }
+    if (m->features_ < 0) {
+      std::string hint = did_you_mean(cfg.model.features, all);
+      throw ConfigError(str(cfg.source.where(cfg.root["model"]["features"], "model.features"),
+                            ": model.features names no layer: '", cfg.model.features, "'",
+                            hint.empty() ? "" : str(" (did you mean '", hint, "'?)")));
+    }
+  }
+
+  m->params_.build(m->layers_, m->device());
+  return m;
+}
+
+void Model::print_table(std::ostream& os) const {
+  struct Row {
+    std::string idx, name, type, impl, in, out, params;
+  };
+  std::vector<Row> rows;
+  rows.push_back({"#", "name", "type", "impl", "input", "output", "params"});
+  Shape cur = in_;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = *layers_[i];
+    Shape out = l.output_shape(cur);
+    std::string type = l.type();
+    if (!l.describe().empty()) type += " " + l.describe();
+    std::string name = l.name() + (int(i) == features_ ? " *" : "");
+    rows.push_back({std::to_string(i + 1), name, type, l.impl(), cur.sample_str(),
+                    out.sample_str(), thousands(l.param_count())});
+    cur = out;
+  }
+  std::vector<size_t> w(7, 0);
+  for (const auto& r : rows) {
+    const std::string* f[7] = {&r.idx, &r.name, &r.type, &r.impl, &r.in, &r.out, &r.params};
+    for (int k = 0; k < 7; ++k) w[k] = std::max(w[k], f[k]->size());
+  }
+  for (const auto& r : rows) {
+    os << "  " << std::right << std::setw(int(w[0])) << r.idx << "  " << std::left
+       << std::setw(int(w[1])) << r.name << "  " << std::setw(int(w[2])) << r.type << "  "
+       << std::setw(int(w[3])) << r.impl << "  " << std::right << std::setw(int(w[4])) << r.in
+       << " -> " << std::left << std::setw(int(w[5])) << r.out << "  " << std::right
+       << std::setw(int(w[6])) << r.params << "\n";
+  }
+  os << "  total parameters: " << thousands(params_.total()) << " ("
+     << std::fixed << std::setprecision(1) << double(params_.total()) * 4 / 1024 << " KiB)"
+     << std::defaultfloat << std::setprecision(6) << "; loss: " << loss_->type();
+  if (features_ >= 0) {
+    Shape f = in_;
+    for (int i = 0; i <= features_; ++i) f = layers_[size_t(i)]->output_shape(f);
+    os << "; features (*): " << layers_[size_t(features_)]->name() << ", " << f.sample_str()
+       << " = " << f.per_sample() << " values";
+  }
+  os << "\n";
+}
+
+void Model::allocate(int max_batch) {
+  HPMC_CHECK(max_batch > 0, "batch size must be positive");
+  if (max_batch == max_batch_) return;
+  max_batch_ = max_batch;
+  acts_.clear();
+  Shape cur = in_.with_batch(max_batch);
+  size_t biggest = cur.count();
+  for (const auto& l : layers_) {
+    cur = l->output_shape(cur);
+    acts_.push_back(Tensor::empty(cur, DType::kF32, device()));
+    biggest = std::max(biggest, cur.count());
+  }
+  grad_a_ = Tensor::empty(Shape(1, int(biggest), 1, 1), DType::kF32, device());
+  grad_b_ = Tensor::empty(Shape(1, int(biggest), 1, 1), DType::kF32, device());
+  dout_ = Tensor::empty(cur, DType::kF32, device());
+}
+
+const Tensor& Model::forward(const Tensor& x, int last) {
+  int n = x.shape().n;
+  HPMC_CHECK(n <= max_batch_, "batch ", n, " exceeds the allocated ", max_batch_);
+  if (last < 0) last = int(layers_.size()) - 1;
+  const Tensor* in = &x;
+  for (int i = 0; i <= last; ++i) {
+    acts_[size_t(i)].set_batch(n);
+    layers_[size_t(i)]->forward(*in, acts_[size_t(i)]);
+    in = &acts_[size_t(i)];
+  }
+  return *in;
+}
+
+void Model::backward(const Tensor& x, const Tensor& dout) {
+  int n = x.shape().n;
+  // Layer i writes its input gradient into one buffer while it reads its
+  // output gradient from the other; the views give each the right shape.
+  Tensor* bufs[2] = {&grad_a_, &grad_b_};
+  Tensor views[2];
+  const Tensor* dy = &dout;
+  for (int i = int(layers_.size()) - 1; i >= 0; --i) {
+    const Tensor& in = i > 0 ? acts_[size_t(i - 1)] : x;
+    Tensor* dx = nullptr;
+    if (i > 0) {
+      views[i % 2] = bufs[i % 2]->view(in.shape().with_batch(n));
+      dx = &views[i % 2];
+    }
+    layers_[size_t(i)]->backward(in, acts_[size_t(i)], *dy, dx);
+    dy = dx;
+  }
+}
+
+}  // namespace hpmc

@@ -1,0 +1,72 @@
+// model.h — a chain of layers built from the config, with its parameters,
+// loss and activation buffers.
+//
+// Layers are held by shared_ptr in order; shapes are inferred layer by layer
+// from the data's sample shape before any data is read, and every shape
+// error names the layer, its config location and both shapes. Activations are
+// allocated once for the largest batch (allocate()) and reused; gradients of
+// activations ping-pong between two buffers sized for the largest of them.
+#pragma once
+
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/layer.h"
+#include "layers/loss.h"
+#include "model/config.h"
+#include "model/impl.h"
+#include "model/params.h"
+
+namespace hpmc {
+
+class Model {
+ public:
+  // Build from config; `sample` is the per-sample input shape (n = 1) and
+  // `num_classes` the label count the data has (checked against a
+  // classifier's output).
+  static std::unique_ptr<Model> build(const Config& cfg, Impl impl, const Shape& sample,
+                                      int num_classes);
+
+  const std::vector<LayerPtr>& layers() const { return layers_; }
+  ParamStore& params() { return params_; }
+  const ParamStore& params() const { return params_; }
+  Loss& loss() { return *loss_; }
+  Impl impl() const { return impl_; }
+  Device device() const { return impl_device(impl_); }
+  const Shape& input_shape() const { return in_; }    // per sample
+  const Shape& output_shape() const { return out_; }  // per sample
+  // Index of the features layer, or -1 when the config names none.
+  int features_layer() const { return features_; }
+
+  // Table of layers (name, type, impl, in -> out, params) and the total.
+  void print_table(std::ostream& os) const;
+
+  // Allocate activation and gradient buffers for batches up to max_batch.
+  void allocate(int max_batch);
+  int max_batch() const { return max_batch_; }
+
+  // Run layers 0..last (default: all) on x; returns the last one's output.
+  const Tensor& forward(const Tensor& x, int last = -1);
+  // Backpropagate d loss/d output (shape of the model output for x's batch)
+  // through every layer; parameter gradients accumulate into params().grads().
+  void backward(const Tensor& x, const Tensor& dout);
+  // Buffer for the loss gradient w.r.t. the model output (sized by allocate()).
+  Tensor& output_grad() { return dout_; }
+
+ private:
+  Impl impl_ = Impl::kCpu;
+  Shape in_, out_;
+  std::vector<LayerPtr> layers_;
+  std::vector<std::string> where_;  // config location of each layer
+  LossPtr loss_;
+  ParamStore params_;
+  int features_ = -1;
+  int max_batch_ = 0;
+  std::vector<Tensor> acts_;  // output of each layer
+  Tensor grad_a_, grad_b_;    // ping-pong activation gradients
+  Tensor dout_;
+};
+
+}  // namespace hpmc

@@ -1,0 +1,67 @@
+// trainer.h — mini-batch training and evaluation.
+//
+// An epoch visits every training sample once, in an order drawn from
+// (seed, epoch) so that it does not depend on what ran before; the last,
+// partial batch is trained on, not dropped. After each epoch the trainer
+// evaluates the test set and reports train loss, test loss (and accuracy for
+// a classifier), images/s and the epoch's time. A NaN or Inf loss stops the
+// run with a DivergedError.
+#pragma once
+
+#include <functional>
+#include <iosfwd>
+#include <vector>
+
+#include "data/dataset.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "model/sgd.h"
+
+namespace hpmc {
+
+struct EvalResult {
+  double loss = 0;
+  double accuracy = -1;  // fraction correct; -1 when the loss is not a classifier's
+  int samples = 0;
+};
+
+struct EpochResult {
+  int epoch = 0;  // 1-based
+  double train_loss = 0, train_accuracy = -1;
+  EvalResult test;
+  double seconds = 0;       // whole epoch, evaluation included
+  double train_seconds = 0; // training steps only
+  double images_per_s = 0;  // training images / train_seconds
+};
+
+// The order in which epoch `epoch` (0-based) visits n samples.
+std::vector<int32_t> epoch_order(int n, uint64_t seed, int epoch, bool shuffle);
+
+// Mean loss (and accuracy) of the model over a dataset, in batches.
+EvalResult evaluate(Model& model, const Dataset& data, int batch_size);
+
+class Trainer {
+ public:
+  enum class Progress { kAuto, kBar, kLines, kQuiet };
+
+  Trainer(Model& model, const TrainingConfig& cfg);
+  void set_progress(Progress p) { progress_ = p; }
+  // Called after every epoch (e.g. to write metrics or a checkpoint).
+  void on_epoch(std::function<void(const EpochResult&)> f) { on_epoch_ = std::move(f); }
+
+  // Train for cfg.epochs; `test` may be empty (size 0) to skip evaluation.
+  std::vector<EpochResult> fit(const Dataset& train, const Dataset& test, std::ostream& out);
+
+  // One step on a prepared batch: zero grads, forward, loss, backward, SGD.
+  // Adds the batch's summed loss (and correct count) to acc.
+  void step(const Tensor& x, const Tensor& target, Tensor& acc);
+
+ private:
+  Model& model_;
+  TrainingConfig cfg_;
+  SgdConfig sgd_;
+  Progress progress_ = Progress::kAuto;
+  std::function<void(const EpochResult&)> on_epoch_;
+};
+
+}  // namespace hpmc

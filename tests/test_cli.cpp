@@ -1,0 +1,134 @@
+// The `hpmc` binary as a user meets it: exit codes, one-line errors, and a
+// short real run.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "testing.h"
+
+namespace hpmc {
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+// Run hpmc with `args` from the source directory; capture stdout and stderr.
+Result hpmc(const std::string& args) {
+  testing::TempDir tmp;
+  std::string cmd = std::string("cd '") + HPMC_SOURCE_DIR + "' && '" + HPMC_BINARY + "' " + args +
+                    " >'" + tmp.file("out") + "' 2>'" + tmp.file("err") + "' </dev/null";
+  int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto slurp = [](const std::string& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  r.out = slurp(tmp.file("out"));
+  r.err = slurp(tmp.file("err"));
+  return r;
+}
+
+int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(Cli, NoSubcommandIsAUsageError) {
+  Result r = hpmc("");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("hpmc: error:"), std::string::npos) << r.err;
+}
+
+TEST(Cli, HelpAndVersionSucceed) {
+  EXPECT_EQ(hpmc("--help").code, 0);
+  Result v = hpmc("--version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_NE(v.out.find(HPMC_VERSION), std::string::npos);
+  Result h = hpmc("run --help");
+  EXPECT_EQ(h.code, 0);
+  for (const char* flag : {"--impl", "--data", "--epochs", "--batch", "--lr", "--seed", "--out", "--set"})
+    EXPECT_NE(h.out.find(flag), std::string::npos) << flag;
+}
+
+TEST(Cli, InfoDescribesTheBuild) {
+  Result r = hpmc("info");
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"hpmc " HPMC_VERSION, "CUDA support", "CUDA devices", "CPU", "OpenBLAS", "conv2d"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+}
+
+TEST(Cli, MissingConfigArgument) {
+  Result r = hpmc("run");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("config"), std::string::npos) << r.err;
+}
+
+TEST(Cli, MissingConfigFile) {
+  Result r = hpmc("run configs/nope.yaml");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_EQ(r.err, "hpmc: error: configs/nope.yaml: no such config file; the configs shipped with "
+                   "hpmc are in configs/\n");
+}
+
+TEST(Cli, GpuImplSuggestsCpu) {
+  for (const char* impl : {"naive", "tiled", "im2col"}) {
+    Result r = hpmc(std::string("run configs/fashion_mlp.yaml --impl ") + impl);
+    if (r.code == 0) continue;  // a GPU build on a GPU machine may run it
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("use --impl cpu"), std::string::npos) << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+  }
+}
+
+TEST(Cli, UnknownImpl) {
+  Result r = hpmc("run configs/fashion_mlp.yaml --impl fast");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown implementation 'fast'; choose one of: cpu, naive, tiled, im2col"),
+            std::string::npos) << r.err;
+}
+
+TEST(Cli, FlagValuesAreValidatedLikeConfigKeys) {
+  Result r = hpmc("run configs/fashion_mlp.yaml --epochs 0");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_EQ(r.err, "hpmc: error: --epochs 0: training.epochs: must be between 1 and 1000000, got 0\n");
+  r = hpmc("run configs/fashion_mlp.yaml --set training.lr=.nan");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("--set training.lr=.nan: training.lr: must be a finite number"), std::string::npos)
+      << r.err;
+  r = hpmc("run configs/fashion_mlp.yaml --set training.batch=3");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("did you mean 'batch_size'?"), std::string::npos) << r.err;
+  r = hpmc("run configs/fashion_mlp.yaml --epochs many");
+  EXPECT_EQ(r.code, 2);
+}
+
+TEST(Cli, MissingDatasetNamesTheFilesAndExitsWithDataCode) {
+  Result r = hpmc("run configs/fashion_mlp.yaml --data /nonexistent/fashion");
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/fashion"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("train-images-idx3-ubyte"), std::string::npos) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  // The model table was printed before any data was read.
+  EXPECT_NE(r.out.find("fc1"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ShortRealRunOnFashionMnist) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)";
+  testing::TempDir tmp;
+  Result r = hpmc("run configs/fashion_mlp.yaml --epochs 1 --set data.train_limit=3000 "
+                  "--set data.test_limit=500 --progress lines --out " + tmp.file("run"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"fc1", "total parameters: 304,170", "3000 train, 500 test", "epoch 1/1",
+                        "test acc", "img/s"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+}
+
+}  // namespace
+}  // namespace hpmc

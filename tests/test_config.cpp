@@ -1,0 +1,199 @@
+// The YAML config reader: defaults, overrides, and one clear located error
+// for every kind of mistake.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "model/config.h"
+
+namespace hpmc {
+namespace {
+
+const char* kGood = R"(name: tiny
+data:
+  format: mnist
+  path: /tmp/nowhere
+model:
+  loss: softmax_cross_entropy
+  layers:
+    - {name: flat, type: flatten}
+    - {name: fc, type: linear, out_features: 10}
+training:
+  epochs: 2
+  lr: 0.5
+)";
+
+// The message of the ConfigError/UsageError that parsing `text` throws.
+std::string error_of(const std::string& text, std::vector<Override> ov = {}) {
+  try {
+    parse_config(text, "cfg.yaml", ov);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  auto p = s.find(from);
+  EXPECT_NE(p, std::string::npos) << from;
+  return s.replace(p, from.size(), to);
+}
+
+TEST(Config, ReadsValuesAndDefaults) {
+  Config c = parse_config(kGood, "cfg.yaml");
+  EXPECT_EQ(c.name, "tiny");
+  EXPECT_EQ(c.data.format, "mnist");
+  EXPECT_EQ(c.data.path, "/tmp/nowhere");
+  EXPECT_EQ(c.model.loss, "softmax_cross_entropy");
+  ASSERT_EQ(c.model.layers.size(), 2u);
+  EXPECT_EQ(c.model.layers[1].path, "model.layers.1");
+  EXPECT_EQ(c.training.epochs, 2);
+  EXPECT_DOUBLE_EQ(c.training.lr, 0.5);
+  // Defaults.
+  EXPECT_EQ(c.training.batch_size, 64);
+  EXPECT_DOUBLE_EQ(c.training.momentum, 0.0);
+  EXPECT_EQ(c.training.seed, 1u);
+  EXPECT_TRUE(c.training.shuffle);
+  EXPECT_EQ(c.output.dir, "runs/tiny");
+  EXPECT_EQ(c.data.train_limit, 0);
+}
+
+TEST(Config, NameDefaultsToFileStem) {
+  std::string text = replace(kGood, "name: tiny\n", "");
+  Config c = parse_config(text, "configs/my_model.yaml");
+  EXPECT_EQ(c.name, "my_model");
+  EXPECT_EQ(c.output.dir, "runs/my_model");
+}
+
+TEST(Config, OverridesByDottedPath) {
+  Config c = parse_config(kGood, "cfg.yaml",
+                          {{"training.epochs=7", ""}, {"training.momentum=0.9", ""},
+                           {"model.layers.1.out_features=10", ""}, {"output.dir=/tmp/x", ""}});
+  EXPECT_EQ(c.training.epochs, 7);
+  EXPECT_DOUBLE_EQ(c.training.momentum, 0.9);
+  EXPECT_EQ(c.output.dir, "/tmp/x");
+  EXPECT_EQ(c.model.layers[1].node["out_features"].as<int>(), 10);
+}
+
+TEST(Config, UnknownTopLevelKeySuggestsTheRightOne) {
+  std::string e = error_of(replace(kGood, "training:", "trainig:"));
+  EXPECT_NE(e.find("cfg.yaml:10:1"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key 'trainig'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'training'?"), std::string::npos) << e;
+}
+
+TEST(Config, UnknownNestedKeySuggestsTheRightOne) {
+  std::string e = error_of(replace(kGood, "epochs: 2", "epoch: 2"));
+  EXPECT_NE(e.find("cfg.yaml:11:3"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key 'training.epoch' (did you mean 'epochs'?)"), std::string::npos) << e;
+}
+
+TEST(Config, WrongTypeNamesKeyAndValue) {
+  std::string e = error_of(replace(kGood, "epochs: 2", "epochs: three"));
+  EXPECT_NE(e.find("cfg.yaml:11:11"), std::string::npos) << e;
+  EXPECT_NE(e.find("training.epochs: expected an integer, got 'three'"), std::string::npos) << e;
+  e = error_of(replace(kGood, "epochs: 2", "epochs: 2.5"));
+  EXPECT_NE(e.find("expected an integer, got '2.5'"), std::string::npos) << e;
+  e = error_of(replace(kGood, "lr: 0.5", "lr: fast"));
+  EXPECT_NE(e.find("training.lr: expected a number, got 'fast'"), std::string::npos) << e;
+  e = error_of(replace(kGood, "lr: 0.5", "lr: [1, 2]"));
+  EXPECT_NE(e.find("expected a number, got 'a list'"), std::string::npos) << e;
+  e = error_of(kGood + std::string("  shuffle: maybe\n"));
+  EXPECT_NE(e.find("training.shuffle: expected true or false, got 'maybe'"), std::string::npos) << e;
+}
+
+TEST(Config, NonFiniteNumbersAreRejected) {
+  for (const char* bad : {".nan", ".inf", "-.inf"}) {
+    std::string e = error_of(replace(kGood, "lr: 0.5", std::string("lr: ") + bad));
+    EXPECT_NE(e.find("training.lr: must be a finite number"), std::string::npos) << e;
+  }
+}
+
+TEST(Config, OutOfRangeValuesAreRejected) {
+  std::string e = error_of(replace(kGood, "epochs: 2", "epochs: 0"));
+  EXPECT_NE(e.find("training.epochs: must be between 1 and"), std::string::npos) << e;
+  e = error_of(kGood + std::string("  batch_size: -3\n"));
+  EXPECT_NE(e.find("training.batch_size: must be between 1 and"), std::string::npos) << e;
+  e = error_of(kGood + std::string("  momentum: 1.5\n"));
+  EXPECT_NE(e.find("training.momentum: must be between 0 and"), std::string::npos) << e;
+  e = error_of(replace(kGood, "lr: 0.5", "lr: -0.1"));
+  EXPECT_NE(e.find("training.lr: must be between 0 and"), std::string::npos) << e;
+  e = error_of(kGood + std::string("  seed: -1\n"));
+  EXPECT_NE(e.find("training.seed: expected a non-negative integer"), std::string::npos) << e;
+}
+
+TEST(Config, ChoicesSuggestTheClosest) {
+  std::string e = error_of(replace(kGood, "format: mnist", "format: mnsit"));
+  EXPECT_NE(e.find("cfg.yaml:3:11"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown value 'mnsit' (did you mean 'mnist'?)"), std::string::npos) << e;
+  EXPECT_NE(e.find("mnist, cifar10"), std::string::npos) << e;
+  e = error_of(replace(kGood, "loss: softmax_cross_entropy", "loss: mes"));
+  EXPECT_NE(e.find("(did you mean 'mse'?)"), std::string::npos) << e;
+}
+
+TEST(Config, RequiredKeysAreNamed) {
+  std::string e = error_of(replace(kGood, "  format: mnist\n", ""));
+  EXPECT_NE(e.find("data.format: is required (one of: mnist, cifar10)"), std::string::npos) << e;
+  e = error_of("data: {format: mnist}\n");
+  EXPECT_NE(e.find("model: is required"), std::string::npos) << e;
+  e = error_of("data: {format: mnist}\nmodel: {loss: mse, layers: []}\n");
+  EXPECT_NE(e.find("model.layers: must be a non-empty list"), std::string::npos) << e;
+}
+
+TEST(Config, SectionsMustBeMappings) {
+  std::string e = error_of(replace(kGood, "training:\n  epochs: 2\n  lr: 0.5\n", "training: 5\n"));
+  EXPECT_NE(e.find("training must be a mapping"), std::string::npos) << e;
+}
+
+TEST(Config, InvalidYamlGivesLine) {
+  std::string e = error_of("data:\n  format: [mnist\nmodel: x\n");
+  EXPECT_NE(e.find("cfg.yaml:"), std::string::npos) << e;
+  EXPECT_NE(e.find("not valid YAML"), std::string::npos) << e;
+  EXPECT_NE(error_of("").find("the config is empty"), std::string::npos);
+  EXPECT_NE(error_of("- a\n- b\n").find("must be a mapping"), std::string::npos);
+}
+
+TEST(Config, OverrideErrorsNameTheOverride) {
+  std::string e = error_of(kGood, {{"training.epochs=abc", ""}});
+  EXPECT_EQ(e.rfind("--set training.epochs=abc: training.epochs: expected an integer", 0), 0u) << e;
+  e = error_of(kGood, {{"training.epochs=0", "--epochs 0"}});
+  EXPECT_EQ(e.rfind("--epochs 0: training.epochs: must be between 1", 0), 0u) << e;
+  e = error_of(kGood, {{"training.epocs=3", ""}});
+  EXPECT_NE(e.find("--set training.epocs=3: unknown key 'training.epocs' (did you mean 'epochs'?)"),
+            std::string::npos) << e;
+  e = error_of(kGood, {{"noequals", ""}});
+  EXPECT_NE(e.find("expected KEY=VALUE"), std::string::npos) << e;
+  e = error_of(kGood, {{"model.layers.9.out_features=3", ""}});
+  EXPECT_NE(e.find("is a list of 2 entries"), std::string::npos) << e;
+  e = error_of(kGood, {{"training.epochs.x=3", ""}});
+  EXPECT_NE(e.find("is a value, not a section"), std::string::npos) << e;
+}
+
+TEST(Config, ErrorsCarryTheConfigExitCode) {
+  try {
+    parse_config(replace(kGood, "epochs: 2", "epochs: 0"), "cfg.yaml");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kConfig);
+  }
+}
+
+TEST(Config, MissingFileIsAConfigError) {
+  try {
+    load_config("/nonexistent/dir/x.yaml");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/dir/x.yaml: no such config file"),
+              std::string::npos);
+  }
+}
+
+TEST(Config, DidYouMean) {
+  EXPECT_EQ(did_you_mean("epoch", {"epochs", "lr", "seed"}), "epochs");
+  EXPECT_EQ(did_you_mean("conv", {"conv2d", "linear", "relu"}), "conv2d");
+  EXPECT_EQ(did_you_mean("zzzzzz", {"epochs", "lr"}), "");
+}
+
+}  // namespace
+}  // namespace hpmc

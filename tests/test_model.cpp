@@ -1,0 +1,287 @@
+// Building models from YAML: shape inference, the layer table, located shape
+// errors, the parameter store's layout, the gradient convention and SGD.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "model/registry.h"
+#include "model/sgd.h"
+#include "testing.h"
+
+namespace hpmc {
+namespace {
+
+const char* kAe = R"(name: ae
+data: {format: cifar10}
+model:
+  loss: mse
+  features: pool2
+  layers:
+    - {name: conv1, type: conv2d, out_channels: 8, kernel: 3, padding: 1}
+    - {name: relu1, type: relu}
+    - {name: pool1, type: maxpool2d}
+    - {name: conv2, type: conv2d, out_channels: 4, kernel: 3, padding: 1}
+    - {name: relu2, type: relu}
+    - {name: pool2, type: maxpool2d, kernel: 2}
+    - {name: up1, type: upsample2d}
+    - {name: conv3, type: conv2d, out_channels: 8, kernel: 3, padding: 1}
+    - {name: relu3, type: relu}
+    - {name: up2, type: upsample2d, scale: 2}
+    - {name: conv4, type: conv2d, out_channels: 3, kernel: 3, padding: 1}
+)";
+
+const char* kMlp = R"(name: mlp
+data: {format: mnist}
+model:
+  loss: softmax_cross_entropy
+  layers:
+    - {name: flat, type: flatten}
+    - {name: fc1, type: linear, out_features: 32}
+    - {name: relu1, type: relu}
+    - {name: fc2, type: linear, out_features: 10}
+)";
+
+const Shape kCifar(1, 3, 32, 32), kMnist(1, 1, 28, 28);
+
+std::unique_ptr<Model> build(const std::string& text, const Shape& sample,
+                             std::vector<Override> ov = {}) {
+  Config c = parse_config(text, "m.yaml", ov);
+  return Model::build(c, Impl::kCpu, sample, 10);
+}
+
+std::string build_error(const std::string& text, const Shape& sample,
+                        std::vector<Override> ov = {}) {
+  try {
+    build(text, sample, ov);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Model, InfersShapesLayerByLayer) {
+  auto m = build(kAe, kCifar);
+  ASSERT_EQ(m->layers().size(), 11u);
+  EXPECT_EQ(m->output_shape(), Shape(1, 3, 32, 32));
+  EXPECT_EQ(m->features_layer(), 5);
+  Shape s = kCifar;
+  std::vector<Shape> expect = {{1, 8, 32, 32}, {1, 8, 32, 32}, {1, 8, 16, 16}, {1, 4, 16, 16},
+                               {1, 4, 16, 16}, {1, 4, 8, 8},   {1, 4, 16, 16}, {1, 8, 16, 16},
+                               {1, 8, 16, 16}, {1, 8, 32, 32}, {1, 3, 32, 32}};
+  for (size_t i = 0; i < expect.size(); ++i) {
+    s = m->layers()[i]->output_shape(s);
+    EXPECT_EQ(s, expect[i]) << m->layers()[i]->name();
+  }
+}
+
+TEST(Model, TablePrintsEveryLayerAndTheTotal) {
+  auto m = build(kAe, kCifar);
+  std::ostringstream os;
+  m->print_table(os);
+  std::string t = os.str();
+  for (const char* s : {"conv1", "conv2d 3x3 s1 p1", "3x32x32 -> 8x32x32", "pool2 *", "224",
+                        "total parameters: 1,031", "loss: mse", "features (*): pool2, 4x8x8 = 256"})
+    EXPECT_NE(t.find(s), std::string::npos) << s << "\n" << t;
+}
+
+TEST(Model, ParameterCountsMatchPyTorch) {
+  // 784-320-160-10 as in configs/mnist_mlp.yaml: 784*320+320 + 320*160+160 + 160*10+10.
+  std::string text = std::string(kMlp);
+  text.replace(text.find("out_features: 32"), 16, "out_features: 320");
+  text.replace(text.find("{name: fc2"), 0, "{name: fc1b, type: linear, out_features: 160}\n    - ");
+  auto m = build(text, kMnist);
+  EXPECT_EQ(m->params().total(), 784u * 320 + 320 + 320 * 160 + 160 + 160 * 10 + 10);
+}
+
+TEST(Model, ParamStoreIsOneAlignedBufferInLayerOrder) {
+  auto m = build(kAe, kCifar);
+  const auto& e = m->params().entries();
+  ASSERT_EQ(e.size(), 8u);
+  EXPECT_EQ(e[0].name, "conv1.weight");
+  EXPECT_EQ(e[0].dims, (std::vector<int>{8, 3, 3, 3}));
+  EXPECT_EQ(e[1].name, "conv1.bias");
+  EXPECT_EQ(e[7].name, "conv4.bias");
+  size_t end = 0;
+  for (const auto& p : e) {
+    EXPECT_EQ(p.offset % ParamStore::kAlignFloats, 0u) << p.name;
+    EXPECT_GE(p.offset, end) << p.name;
+    end = p.offset + p.count;
+  }
+  EXPECT_LE(end, m->params().padded());
+  EXPECT_EQ(m->params().grads().numel(), m->params().params().numel());
+  EXPECT_EQ(m->params().momentum().numel(), m->params().params().numel());
+}
+
+TEST(Model, InitIsKaimingUniformAndDeterministic) {
+  auto a = build(kAe, kCifar), b = build(kAe, kCifar), c = build(kAe, kCifar);
+  a->params().init(5);
+  b->params().init(5);
+  c->params().init(6);
+  const float* pa = a->params().params().data<float>();
+  const float* pb = b->params().params().data<float>();
+  const float* pc = c->params().params().data<float>();
+  size_t n = a->params().padded();
+  EXPECT_EQ(std::memcmp(pa, pb, n * 4), 0);
+  EXPECT_NE(std::memcmp(pa, pc, n * 4), 0);
+  for (const auto& e : a->params().entries()) {
+    float bound = 1.0f / std::sqrt(float(e.fan_in));
+    double mean = 0;
+    for (size_t i = 0; i < e.count; ++i) {
+      float v = pa[e.offset + i];
+      ASSERT_LE(std::fabs(v), bound) << e.name;
+      mean += v;
+    }
+    if (e.count > 100) EXPECT_NEAR(mean / e.count, 0, bound * 0.2) << e.name;
+  }
+  // Gaps between tensors stay zero.
+  EXPECT_EQ(pa[a->params().entries()[0].offset + a->params().entries()[0].count], 0.0f);
+}
+
+TEST(Model, UnknownLayerTypeListsKnownTypes) {
+  std::string text = kMlp;
+  text.replace(text.find("type: relu"), 10, "type: rellu");
+  std::string e = build_error(text, kMnist);
+  EXPECT_NE(e.find("m.yaml:8:"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown layer type 'rellu' (did you mean 'relu'?)"), std::string::npos) << e;
+  EXPECT_NE(e.find("known types: conv2d, flatten, linear, maxpool2d, relu, upsample2d"),
+            std::string::npos) << e;
+}
+
+TEST(Model, UnknownLayerKeySuggests) {
+  std::string text = kAe;
+  text.replace(text.find("out_channels: 4"), 15, "out_chanels: 4");
+  std::string e = build_error(text, kCifar);
+  EXPECT_NE(e.find("m.yaml:10:"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'out_channels'?"), std::string::npos) << e;
+}
+
+TEST(Model, MissingRequiredLayerKey) {
+  std::string text = kMlp;
+  text.replace(text.find(", out_features: 10"), 18, "");
+  std::string e = build_error(text, kMnist);
+  EXPECT_NE(e.find("model.layers.3.out_features: is required"), std::string::npos) << e;
+}
+
+TEST(Model, ShapeMismatchNamesLayerAndBothShapes) {
+  // A linear layer straight on an image: needs a flatten first.
+  std::string text = kMlp;
+  text.replace(text.find("    - {name: flat, type: flatten}\n"), 35, "");
+  std::string e = build_error(text, kMnist);
+  EXPECT_NE(e.find("m.yaml:6:"), std::string::npos) << e;
+  EXPECT_NE(e.find("layer 'fc1' (linear)"), std::string::npos) << e;
+  EXPECT_NE(e.find("1x28x28"), std::string::npos) << e;
+  EXPECT_NE(e.find("flatten"), std::string::npos) << e;
+}
+
+TEST(Model, KernelTooLargeForInput) {
+  std::string text = kAe;
+  text.replace(text.find("{name: conv2, type: conv2d, out_channels: 4, kernel: 3, padding: 1}"), 67,
+               "{name: conv2, type: conv2d, out_channels: 4, kernel: 40}");
+  std::string e = build_error(text, kCifar);
+  EXPECT_NE(e.find("layer 'conv2' (conv2d)"), std::string::npos) << e;
+  EXPECT_NE(e.find("8x16x16"), std::string::npos) << e;
+}
+
+TEST(Model, LossMustFitTheOutput) {
+  std::string text = kAe;
+  text.replace(text.find("out_channels: 3"), 15, "out_channels: 2");
+  std::string e = build_error(text, kCifar);
+  EXPECT_NE(e.find("m.yaml:4:9"), std::string::npos) << e;
+  EXPECT_NE(e.find("maps 3x32x32 to 2x32x32"), std::string::npos) << e;
+  std::string m = kMlp;
+  m.replace(m.find("out_features: 10"), 16, "out_features: 7");
+  e = build_error(m, kMnist);
+  EXPECT_NE(e.find("needs 10 logits per sample"), std::string::npos) << e;
+  EXPECT_NE(e.find("gives 7"), std::string::npos) << e;
+}
+
+TEST(Model, FeaturesMustNameALayer) {
+  std::string text = kAe;
+  text.replace(text.find("features: pool2"), 15, "features: poll2");
+  std::string e = build_error(text, kCifar);
+  EXPECT_NE(e.find("m.yaml:5:13"), std::string::npos) << e;
+  EXPECT_NE(e.find("names no layer: 'poll2' (did you mean 'pool2'?)"), std::string::npos) << e;
+}
+
+TEST(Model, DuplicateNamesAreRejected) {
+  std::string text = kAe;
+  text.replace(text.find("name: relu2"), 11, "name: relu1");
+  EXPECT_NE(build_error(text, kCifar).find("'relu1' is used twice"), std::string::npos);
+}
+
+TEST(Model, UnnamedLayersGetTypeAndIndex) {
+  std::string text = kMlp;
+  text.replace(text.find("name: relu1, "), 13, "");
+  auto m = build(text, kMnist);
+  EXPECT_EQ(m->layers()[2]->name(), "relu3");
+}
+
+TEST(Model, GpuImplIsRefusedWithAWayOut) {
+  for (Impl impl : {Impl::kNaive, Impl::kTiled, Impl::kIm2col}) {
+    Config c = parse_config(kAe, "m.yaml");
+    try {
+      Model::build(c, impl, kCifar, 10);
+      FAIL() << "no error for " << impl_name(impl);
+    } catch (const UsageError& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("use --impl cpu"), std::string::npos) << m;
+      EXPECT_NE(m.find(impl_name(impl)), std::string::npos) << m;
+    }
+  }
+}
+
+TEST(Model, GradientConventionAccumulatesParamsAndOverwritesInputs) {
+  auto m = build(kAe, kCifar);
+  m->params().init(1);
+  m->allocate(2);
+  Rng rng(3);
+  Tensor x = testing::random_tensor(Shape(2, 3, 32, 32), rng, 0, 1);
+  const Tensor& y = m->forward(x);
+  Tensor& dy = m->output_grad();
+  dy.set_batch(2);
+  for (size_t i = 0; i < dy.numel(); ++i) dy.data<float>()[i] = 0.01f * float(i % 7) - 0.03f;
+  (void)y;
+  m->params().zero_grads();
+  m->backward(x, dy);
+  size_t n = m->params().padded();
+  std::vector<float> once(m->params().grads().data<float>(), m->params().grads().data<float>() + n);
+  m->backward(x, dy);
+  const float* twice = m->params().grads().data<float>();
+  double worst = 0, norm = 0;
+  for (size_t i = 0; i < n; ++i) {
+    worst = std::max(worst, double(std::fabs(twice[i] - 2 * once[i])));
+    norm = std::max(norm, double(std::fabs(once[i])));
+  }
+  EXPECT_GT(norm, 0);
+  EXPECT_LE(worst, 1e-5 * norm);
+  m->params().zero_grads();
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(m->params().grads().data<float>()[i], 0.0f);
+}
+
+TEST(Sgd, MatchesPyTorchSemantics) {
+  // One parameter: p=1, grad 0.5 each step, lr 0.1, momentum 0.9, wd 0.01.
+  // PyTorch: g = grad + wd*p; buf = momentum*buf + g (buf = g on step 1); p -= lr*buf.
+  auto m = build(kMlp, kMnist);
+  ParamStore& ps = m->params();
+  float* p = ps.params().data<float>();
+  float* g = ps.grads().data<float>();
+  p[0] = 1.0f;
+  SgdConfig cfg{0.1f, 0.9f, 0.01f};
+  g[0] = 0.5f;
+  sgd_step(ps, cfg);
+  EXPECT_NEAR(p[0], 0.949, 1e-6);
+  g[0] = 0.5f;
+  sgd_step(ps, cfg);
+  EXPECT_NEAR(p[0], 0.852151, 1e-6);
+  // Without momentum: plain p -= lr * (grad + wd*p).
+  p[0] = 1.0f;
+  g[0] = 0.5f;
+  sgd_step(ps, SgdConfig{0.1f, 0.0f, 0.0f});
+  EXPECT_NEAR(p[0], 0.95, 1e-7);
+}
+
+}  // namespace
+}  // namespace hpmc

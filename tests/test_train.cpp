@@ -1,0 +1,188 @@
+// End-to-end training on the CPU: synthetic data a model must learn, the
+// real MNIST digits when present, divergence, determinism, partial batches.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "core/error.h"
+#include "data/dataset.h"
+#include "model/model.h"
+#include "model/trainer.h"
+#include "testing.h"
+
+namespace hpmc {
+namespace {
+
+// n images of 1x28x28: noise, plus a bright 6x6 patch whose position encodes
+// the label (10 positions) — linearly separable, but only from the pixels.
+Dataset synthetic_classes(int n, uint64_t seed) {
+  Dataset d;
+  d.source = "synthetic";
+  d.images = Tensor::empty(Shape(n, 1, 28, 28), DType::kU8);
+  d.labels = Tensor::empty(Shape(n, 1, 1, 1), DType::kI32);
+  d.num_classes = 10;
+  Rng rng(seed);
+  uint8_t* px = d.images.data<uint8_t>();
+  for (int i = 0; i < n; ++i) {
+    int label = int(rng.below(10));
+    d.labels.data<int32_t>()[i] = label;
+    uint8_t* img = px + size_t(i) * 784;
+    for (int k = 0; k < 784; ++k) img[k] = uint8_t(rng.below(60));
+    int r0 = 2 + (label / 5) * 13, c0 = 1 + (label % 5) * 5;
+    for (int r = r0; r < r0 + 6; ++r)
+      for (int c = c0; c < c0 + 5; ++c) img[r * 28 + c] = uint8_t(180 + rng.below(76));
+  }
+  return d;
+}
+
+// Smooth images (a blurred blob at a random place) for an autoencoder.
+Dataset synthetic_blobs(int n, uint64_t seed) {
+  Dataset d;
+  d.source = "synthetic";
+  d.images = Tensor::empty(Shape(n, 1, 28, 28), DType::kU8);
+  d.labels = Tensor::zeros(Shape(n, 1, 1, 1), DType::kI32);
+  d.num_classes = 10;
+  Rng rng(seed);
+  for (int i = 0; i < n; ++i) {
+    double cy = 6 + 16 * rng.uniform01(), cx = 6 + 16 * rng.uniform01(), s = 3 + 3 * rng.uniform01();
+    uint8_t* img = d.images.data<uint8_t>() + size_t(i) * 784;
+    for (int r = 0; r < 28; ++r)
+      for (int c = 0; c < 28; ++c)
+        img[r * 28 + c] = uint8_t(255 * std::exp(-((r - cy) * (r - cy) + (c - cx) * (c - cx)) / (2 * s * s)));
+  }
+  return d;
+}
+
+const char* kMlp = R"(name: mlp
+data: {format: mnist}
+model:
+  loss: softmax_cross_entropy
+  layers:
+    - {name: flat, type: flatten}
+    - {name: fc1, type: linear, out_features: 320}
+    - {name: relu1, type: relu}
+    - {name: fc2, type: linear, out_features: 160}
+    - {name: relu2, type: relu}
+    - {name: fc3, type: linear, out_features: 10}
+training: {epochs: 3, batch_size: 64, lr: 0.03, seed: 1}
+)";
+
+const char* kAe = R"(name: ae
+data: {format: mnist}
+model:
+  loss: mse
+  features: pool
+  layers:
+    - {name: conv1, type: conv2d, out_channels: 8, kernel: 3, padding: 1}
+    - {name: relu1, type: relu}
+    - {name: pool, type: maxpool2d}
+    - {name: up, type: upsample2d}
+    - {name: conv2, type: conv2d, out_channels: 1, kernel: 3, padding: 1}
+training: {epochs: 4, batch_size: 16, lr: 0.05, momentum: 0.9, seed: 2}
+)";
+
+struct Setup {
+  Config cfg;
+  std::unique_ptr<Model> model;
+};
+
+Setup make(const std::string& text, std::vector<Override> ov = {}) {
+  Setup s;
+  s.cfg = parse_config(text, "t.yaml", ov);
+  s.model = Model::build(s.cfg, Impl::kCpu, Shape(1, 1, 28, 28), 10);
+  s.model->params().init(s.cfg.training.seed);
+  return s;
+}
+
+std::vector<EpochResult> train(Setup& s, const Dataset& tr, const Dataset& te) {
+  Trainer t(*s.model, s.cfg.training);
+  t.set_progress(Trainer::Progress::kQuiet);
+  std::ostringstream log;
+  return t.fit(tr, te, log);
+}
+
+TEST(Train, MlpLearnsSeparableSyntheticData) {
+  Setup s = make(kMlp);
+  Dataset tr = synthetic_classes(3000, 1), te = synthetic_classes(500, 2);
+  auto r = train(s, tr, te);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_LT(r.back().train_loss, r.front().train_loss);
+  EXPECT_GE(r.back().test.accuracy, 0.97);
+  EXPECT_EQ(r.back().test.samples, 500);
+  EXPECT_GT(r.back().images_per_s, 0);
+}
+
+TEST(Train, ConvAutoencoderLossFalls) {
+  Setup s = make(kAe);
+  Dataset tr = synthetic_blobs(512, 3), te = synthetic_blobs(128, 4);
+  EvalResult before = evaluate(*s.model, te, 32);
+  auto r = train(s, tr, te);
+  EXPECT_LT(r.back().test.loss, 0.5 * before.loss) << "before " << before.loss;
+  EXPECT_LT(r.back().train_loss, r.front().train_loss);
+  EXPECT_LT(r.back().test.accuracy, 0);  // not a classifier
+}
+
+TEST(Train, SameSeedSameWeightsBitForBit) {
+  Dataset tr = synthetic_blobs(100, 5), te;
+  Setup a = make(kAe), b = make(kAe);
+  train(a, tr, synthetic_blobs(0, 1));
+  train(b, tr, synthetic_blobs(0, 1));
+  size_t n = a.model->params().padded() * sizeof(float);
+  EXPECT_EQ(std::memcmp(a.model->params().params().raw(), b.model->params().params().raw(), n), 0);
+  Setup c = make(kAe, {{"training.seed=3", ""}});
+  train(c, tr, synthetic_blobs(0, 1));
+  EXPECT_NE(std::memcmp(a.model->params().params().raw(), c.model->params().params().raw(), n), 0);
+}
+
+TEST(Train, LastPartialBatchIsUsed) {
+  // 17 samples at batch 16: the 17th must change the weights.
+  Dataset tr = synthetic_blobs(17, 6);
+  Setup a = make(kAe, {{"training.epochs=1", ""}, {"training.shuffle=false", ""}});
+  Setup b = make(kAe, {{"training.epochs=1", ""}, {"training.shuffle=false", ""}});
+  train(a, tr, synthetic_blobs(0, 1));
+  train(b, tr.slice(0, 16), synthetic_blobs(0, 1));
+  size_t n = a.model->params().padded() * sizeof(float);
+  EXPECT_NE(std::memcmp(a.model->params().params().raw(), b.model->params().params().raw(), n), 0);
+}
+
+TEST(Train, EpochOrderIsAShuffleFromSeedAndEpoch) {
+  auto a = epoch_order(100, 1, 0, true), b = epoch_order(100, 1, 0, true);
+  auto c = epoch_order(100, 1, 1, true), d = epoch_order(100, 1, 0, false);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(d[size_t(i)], i);
+}
+
+TEST(Train, DivergenceStopsWithAClearError) {
+  Setup s = make(kMlp, {{"training.lr=100000", ""}});
+  Dataset tr = synthetic_classes(640, 1);
+  try {
+    train(s, tr, synthetic_classes(64, 2));
+    FAIL() << "training with lr 1e5 did not diverge";
+  } catch (const DivergedError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("lower training.lr"), std::string::npos) << m;
+    EXPECT_EQ(e.code(), ExitCode::kDiverged);
+  }
+}
+
+TEST(Train, RealMnistDigitsMlpScoresAtLeast95Percent) {
+  std::string dir = std::string(HPMC_SOURCE_DIR) + "/../shared/data/mnist";
+  std::string images = dir + "/t10k-images-idx3-ubyte.gz", labels = dir + "/t10k-labels-idx1-ubyte.gz";
+  if (!std::filesystem::exists(images) || !std::filesystem::exists(labels))
+    GTEST_SKIP() << "the real MNIST test set is not at " << dir << " (t10k-*-ubyte.gz)";
+  Dataset all = load_mnist(images, labels);
+  ASSERT_EQ(all.size(), 10000);
+  Dataset tr = all.slice(0, 8000), te = all.slice(8000, 2000);
+  Setup s = make(kMlp, {{"training.epochs=12", ""}});
+  auto r = train(s, tr, te);
+  std::cout << "  MNIST MLP, 8000 train / 2000 held out: test accuracy "
+            << 100 * r.back().test.accuracy << "%\n";
+  EXPECT_GE(r.back().test.accuracy, 0.95);
+}
+
+}  // namespace
+}  // namespace hpmc
