@@ -1,0 +1,22 @@
+// mse_loss.h — the CPU mean-squared-error loss (YAML name "mse") for
+// autoencoders: a float32 target of the prediction's shape; the batch loss is
+// the mean over every element (PyTorch's MSELoss('mean')). The math lives in
+// mse_loss_ops.h; the accumulation contract is in layers/loss.h.
+#pragma once
+
+#include "layers/loss.h"
+
+namespace hpmc {
+
+class MseLossCPU : public Loss {
+ public:
+  const char* type() const override { return "mse"; }
+  Device device() const override { return Device::kCPU; }
+  bool is_classifier() const override { return false; }
+  DType target_dtype() const override { return DType::kF32; }
+  // Adds Σ per-sample loss to acc[0] (acc[1] is left alone); overwrites
+  // *dpred with d(mean loss)/d pred when dpred is non-null.
+  void compute(const Tensor& pred, const Tensor& target, Tensor* dpred, Tensor& acc) override;
+};
+
+}  // namespace hpmc
