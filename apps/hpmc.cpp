@@ -1,7 +1,12 @@
 // hpmc — command-line entry point.
 //
-//   hpmc run CONFIG [--impl cpu|naive|tiled|im2col] [--data DIR] [--epochs N]
-//            [--batch N] [--lr X] [--seed N] [--out DIR] [--set KEY=VALUE]...
+//   hpmc run CONFIG [--impl IMPL] [--data DIR] [--epochs N] [--batch N] [--lr X]
+//            [--seed N] [--out DIR] [--weights-dir DIR] [--log-every N]
+//            [--resume | --overwrite] [--init FILE] [--set KEY=VALUE]...
+//   hpmc eval CONFIG --weights FILE [--data DIR] [--impl IMPL]
+//   hpmc recon CONFIG --weights FILE [--count N] [--out DIR]
+//   hpmc features CONFIG --weights FILE [--split train|test|all]
+//            [--format csv|npy|both] [--out DIR]
 //   hpmc info
 //
 // Every failure prints one line "hpmc: error: ..." on stderr and exits with
@@ -16,32 +21,90 @@
 
 namespace {
 
+using namespace hpmc;
+
+// Options every config-driven command takes; flags become config overrides
+// named as the user typed them, so errors point at the flag.
+struct Common {
+  std::string epochs, batch, lr, seed, out, weights_dir, log_every;
+  std::vector<std::string> sets;
+
+  void add(CLI::App* c, CommonOptions& o, bool training_flags) {
+    c->add_option("config", o.config, "the YAML config, e.g. configs/fashion_ae.yaml")->required();
+    c->add_option("--impl", o.impl, "layer implementation: cpu, naive, tiled or im2col")
+        ->capture_default_str();
+    c->add_option("--data", o.data_dir, "dataset directory (overrides data.path)");
+    if (training_flags) {
+      c->add_option("--epochs", epochs, "number of epochs (training.epochs)");
+      c->add_option("--batch", batch, "batch size (training.batch_size)");
+      c->add_option("--lr", lr, "learning rate (training.lr)");
+      c->add_option("--seed", seed, "random seed (training.seed)");
+      c->add_option("--out", out, "run directory (output.dir)");
+      c->add_option("--weights-dir", weights_dir, "checkpoint directory (output.weights_dir)");
+      c->add_option("--log-every", log_every, "also log a metrics row every N steps (output.log_every)");
+    }
+    c->add_option("--set", sets, "override any config key: --set training.epochs=2")
+        ->type_name("KEY=VALUE");
+  }
+
+  void apply(CLI::App* c, CommonOptions& o) const {
+    auto flag = [&](const char* name, const char* key, const std::string& v) {
+      if (c->get_option_no_throw(name) && c->count(name))
+        o.overrides.push_back({std::string(key) + "=" + v, std::string(name) + " " + v});
+    };
+    flag("--epochs", "training.epochs", epochs);
+    flag("--batch", "training.batch_size", batch);
+    flag("--lr", "training.lr", lr);
+    flag("--seed", "training.seed", seed);
+    flag("--out", "output.dir", out);
+    flag("--weights-dir", "output.weights_dir", weights_dir);
+    flag("--log-every", "output.log_every", log_every);
+    for (const auto& s : sets) o.overrides.push_back({s, ""});
+  }
+};
+
 int run_main(int argc, char** argv) {
-  using namespace hpmc;
   CLI::App app{"hpmc — trains convolutional autoencoders and MLPs on the CPU and GPU", "hpmc"};
   app.set_version_flag("--version", HPMC_VERSION);
   app.require_subcommand(1);
 
   RunOptions ro;
-  int epochs = 0, batch = 0;
-  double lr = 0;
-  std::string seed, out_dir;
-  std::vector<std::string> sets;
+  Common rc;
   CLI::App* run = app.add_subcommand("run", "train a model from a YAML config");
-  run->add_option("config", ro.config, "the YAML config, e.g. configs/fashion_ae.yaml")->required();
-  run->add_option("--impl", ro.impl, "layer implementation: cpu, naive, tiled or im2col")
-      ->capture_default_str();
-  run->add_option("--data", ro.data_dir, "dataset directory (overrides data.path)");
-  run->add_option("--epochs", epochs, "number of epochs (training.epochs)");
-  run->add_option("--batch", batch, "batch size (training.batch_size)");
-  run->add_option("--lr", lr, "learning rate (training.lr)");
-  run->add_option("--seed", seed, "random seed (training.seed)");
-  run->add_option("--out", out_dir, "output directory (output.dir)");
-  run->add_option("--set", sets, "override any config key: --set training.epochs=2")
-      ->type_name("KEY=VALUE");
+  rc.add(run, ro, true);
+  run->add_flag("--resume", ro.resume, "continue from the run's last checkpoint");
+  run->add_flag("--overwrite", ro.overwrite, "replace the outputs of an earlier run");
+  run->add_option("--init", ro.init, "start from the weights of this checkpoint (fresh optimizer)");
   run->add_option("--progress", ro.progress, "progress display: auto, bar, lines or quiet")
       ->check(CLI::IsMember({"auto", "bar", "lines", "quiet"}))
       ->capture_default_str();
+
+  EvalOptions eo;
+  Common ec;
+  CLI::App* eval = app.add_subcommand("eval", "test loss (and accuracy) of a checkpoint");
+  ec.add(eval, eo, false);
+  eval->add_option("--weights", eo.weights, "checkpoint (.safetensors) to evaluate")->required();
+
+  ReconOptions reo;
+  Common rec;
+  CLI::App* recon = app.add_subcommand("recon", "PNG grid of test images above their reconstructions");
+  rec.add(recon, reo, false);
+  recon->add_option("--weights", reo.weights, "checkpoint (.safetensors)")->required();
+  recon->add_option("--count", reo.count, "number of test images")->capture_default_str();
+  recon->add_option("--out", reo.out_dir, "directory for recon.png (default: output.dir)");
+
+  FeaturesOptions fo;
+  Common fc;
+  CLI::App* feats = app.add_subcommand("features", "export the encoder's features for an SVM");
+  fc.add(feats, fo, false);
+  feats->add_option("--weights", fo.weights, "checkpoint (.safetensors)")->required();
+  feats->add_option("--split", fo.split, "train, test or all")
+      ->check(CLI::IsMember({"train", "test", "all"}))
+      ->capture_default_str();
+  feats->add_option("--format", fo.format, "csv, npy or both")
+      ->check(CLI::IsMember({"csv", "npy", "both"}))
+      ->capture_default_str();
+  feats->add_option("--out", fo.out_dir, "output directory (default: output.dir)");
 
   app.add_subcommand("info", "show version, build options, CPU features and CUDA devices");
 
@@ -57,17 +120,17 @@ int run_main(int argc, char** argv) {
   }
 
   if (run->parsed()) {
-    // Flags become overrides, named as the user typed them in any error.
-    auto flag = [&](const std::string& key, const std::string& value, const std::string& name) {
-      ro.overrides.push_back({key + "=" + value, name + " " + value});
-    };
-    if (run->count("--epochs")) flag("training.epochs", std::to_string(epochs), "--epochs");
-    if (run->count("--batch")) flag("training.batch_size", std::to_string(batch), "--batch");
-    if (run->count("--lr")) flag("training.lr", run->get_option("--lr")->as<std::string>(), "--lr");
-    if (run->count("--seed")) flag("training.seed", seed, "--seed");
-    if (run->count("--out")) flag("output.dir", out_dir, "--out");
-    for (const auto& s : sets) ro.overrides.push_back({s, ""});
+    rc.apply(run, ro);
     cmd_run(ro, std::cout);
+  } else if (eval->parsed()) {
+    ec.apply(eval, eo);
+    cmd_eval(eo, std::cout);
+  } else if (recon->parsed()) {
+    rec.apply(recon, reo);
+    cmd_recon(reo, std::cout);
+  } else if (feats->parsed()) {
+    fc.apply(feats, fo);
+    cmd_features(fo, std::cout);
   } else {
     cmd_info(std::cout);
   }

@@ -2,39 +2,25 @@
 // short real run.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
+#include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
-#include "testing.h"
+#include "cli_runner.h"
 
 namespace hpmc {
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using Result = testing::CliResult;
+Result hpmc(const std::string& args) { return testing::run_hpmc(args); }
 
-// Run hpmc with `args` from the source directory; capture stdout and stderr.
-Result hpmc(const std::string& args) {
-  testing::TempDir tmp;
-  std::string cmd = std::string("cd '") + HPMC_SOURCE_DIR + "' && '" + HPMC_BINARY + "' " + args +
-                    " >'" + tmp.file("out") + "' 2>'" + tmp.file("err") + "' </dev/null";
-  int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  auto slurp = [](const std::string& p) {
-    std::ifstream in(p);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  r.out = slurp(tmp.file("out"));
-  r.err = slurp(tmp.file("err"));
-  return r;
+// `hpmc run ...` with its outputs in a fresh temporary directory, so that
+// tests neither see nor leave runs/ or weights/ in the source tree.
+Result hpmc_run(const std::string& args) {
+  static testing::TempDir scratch;
+  static int n = 0;
+  std::string d = scratch.file("r" + std::to_string(n++));
+  return testing::run_hpmc("run " + args + " --out " + d + " --weights-dir " + d);
 }
 
 int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
@@ -70,7 +56,7 @@ TEST(Cli, MissingConfigArgument) {
 }
 
 TEST(Cli, MissingConfigFile) {
-  Result r = hpmc("run configs/nope.yaml");
+  Result r = hpmc_run("configs/nope.yaml");
   EXPECT_EQ(r.code, 3);
   EXPECT_EQ(r.err, "hpmc: error: configs/nope.yaml: no such config file; the configs shipped with "
                    "hpmc are in configs/\n");
@@ -78,7 +64,7 @@ TEST(Cli, MissingConfigFile) {
 
 TEST(Cli, GpuImplSuggestsCpu) {
   for (const char* impl : {"naive", "tiled", "im2col"}) {
-    Result r = hpmc(std::string("run configs/fashion_mlp.yaml --impl ") + impl);
+    Result r = hpmc_run(std::string("configs/fashion_mlp.yaml --impl ") + impl);
     if (r.code == 0) continue;  // a GPU build on a GPU machine may run it
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_NE(r.err.find("use --impl cpu"), std::string::npos) << r.err;
@@ -87,29 +73,30 @@ TEST(Cli, GpuImplSuggestsCpu) {
 }
 
 TEST(Cli, UnknownImpl) {
-  Result r = hpmc("run configs/fashion_mlp.yaml --impl fast");
+  Result r = hpmc_run("configs/fashion_mlp.yaml --impl fast");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("unknown implementation 'fast'; choose one of: cpu, naive, tiled, im2col"),
             std::string::npos) << r.err;
 }
 
 TEST(Cli, FlagValuesAreValidatedLikeConfigKeys) {
-  Result r = hpmc("run configs/fashion_mlp.yaml --epochs 0");
+  Result r = hpmc_run("configs/fashion_mlp.yaml --epochs 0");
   EXPECT_EQ(r.code, 3);
   EXPECT_EQ(r.err, "hpmc: error: --epochs 0: training.epochs: must be between 1 and 1000000, got 0\n");
-  r = hpmc("run configs/fashion_mlp.yaml --set training.lr=.nan");
+  r = hpmc_run("configs/fashion_mlp.yaml --set training.lr=.nan");
   EXPECT_EQ(r.code, 3);
   EXPECT_NE(r.err.find("--set training.lr=.nan: training.lr: must be a finite number"), std::string::npos)
       << r.err;
-  r = hpmc("run configs/fashion_mlp.yaml --set training.batch=3");
+  r = hpmc_run("configs/fashion_mlp.yaml --set training.batch=3");
   EXPECT_EQ(r.code, 3);
   EXPECT_NE(r.err.find("did you mean 'batch_size'?"), std::string::npos) << r.err;
-  r = hpmc("run configs/fashion_mlp.yaml --epochs many");
-  EXPECT_EQ(r.code, 2);
+  r = hpmc_run("configs/fashion_mlp.yaml --epochs many");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("--epochs many: training.epochs: expected an integer"), std::string::npos) << r.err;
 }
 
 TEST(Cli, MissingDatasetNamesTheFilesAndExitsWithDataCode) {
-  Result r = hpmc("run configs/fashion_mlp.yaml --data /nonexistent/fashion");
+  Result r = hpmc_run("configs/fashion_mlp.yaml --data /nonexistent/fashion");
   EXPECT_EQ(r.code, 4) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/fashion"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("train-images-idx3-ubyte"), std::string::npos) << r.err;
@@ -121,9 +108,8 @@ TEST(Cli, MissingDatasetNamesTheFilesAndExitsWithDataCode) {
 TEST(Cli, ShortRealRunOnFashionMnist) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)";
-  testing::TempDir tmp;
-  Result r = hpmc("run configs/fashion_mlp.yaml --epochs 1 --set data.train_limit=3000 "
-                  "--set data.test_limit=500 --progress lines --out " + tmp.file("run"));
+  Result r = hpmc_run("configs/fashion_mlp.yaml --epochs 1 --set data.train_limit=3000 "
+                      "--set data.test_limit=500 --progress lines");
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* s : {"fc1", "total parameters: 304,170", "3000 train, 500 test", "epoch 1/1",
                         "test acc", "img/s"})

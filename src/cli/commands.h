@@ -12,19 +12,45 @@
 
 namespace hpmc {
 
-struct RunOptions {
+// What every command that loads a config shares.
+struct CommonOptions {
   std::string config;
   std::string impl = "cpu";
-  std::string data_dir;            // --data (overrides data.path)
-  std::vector<Override> overrides; // --epochs, --batch, --lr, --seed, --out, --set
-  std::string progress = "auto";   // auto | bar | lines | quiet
+  std::string data_dir;             // --data (overrides data.path)
+  std::vector<Override> overrides;  // --epochs, --batch, --set, ...
+};
+
+struct RunOptions : CommonOptions {
+  std::string progress = "auto";  // auto | bar | lines | quiet
+  bool resume = false;            // continue from <weights_dir>/<name>.safetensors
+  bool overwrite = false;         // replace the outputs of an earlier run
+  std::string init;               // start from this checkpoint's weights
+};
+
+struct EvalOptions : CommonOptions {
+  std::string weights;  // checkpoint to evaluate
+};
+
+struct ReconOptions : CommonOptions {
+  std::string weights;
+  int count = 16;
+  std::string out_dir;  // default: the config's output.dir
+};
+
+struct FeaturesOptions : CommonOptions {
+  std::string weights;
+  std::string split = "test";  // train | test | all
+  std::string format = "both"; // csv | npy | both
+  std::string out_dir;         // default: the config's output.dir
 };
 
 // Load the config with the options' overrides applied.
-Config load_run_config(const RunOptions& o);
+Config load_command_config(const CommonOptions& o);
 
-// `hpmc run`: print the model table, load the data, train.
 void cmd_run(const RunOptions& o, std::ostream& out);
+void cmd_eval(const EvalOptions& o, std::ostream& out);
+void cmd_recon(const ReconOptions& o, std::ostream& out);
+void cmd_features(const FeaturesOptions& o, std::ostream& out);
 // `hpmc info`: version, build options, CPU features, CUDA devices.
 void cmd_info(std::ostream& out);
 

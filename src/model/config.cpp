@@ -99,7 +99,10 @@ YAML::Node MapReader::value(const std::string& key) {
 
 int MapReader::get_int(const std::string& key, int def, int lo, int hi) {
   YAML::Node v = value(key);
-  if (!v || v.IsNull()) return def;
+  if (!v || v.IsNull()) {
+    resolved_[key] = def;
+    return def;
+  }
   long long x = 0;
   bool ok = v.IsScalar();
   if (ok) {
@@ -112,6 +115,7 @@ int MapReader::get_int(const std::string& key, int def, int lo, int hi) {
   if (!ok) fail(key, str("expected an integer, got '", scalar_text(v), "'"));
   if (x < lo || x > hi)
     fail(key, str("must be between ", lo, " and ", hi, ", got ", x));
+  resolved_[key] = int(x);
   return int(x);
 }
 
@@ -122,7 +126,10 @@ int MapReader::require_int(const std::string& key, int lo, int hi) {
 
 uint64_t MapReader::get_u64(const std::string& key, uint64_t def) {
   YAML::Node v = value(key);
-  if (!v || v.IsNull()) return def;
+  if (!v || v.IsNull()) {
+    resolved_[key] = def;
+    return def;
+  }
   std::string s = v.IsScalar() ? v.Scalar() : "";
   bool ok = !s.empty() && std::all_of(s.begin(), s.end(), ::isdigit);
   uint64_t x = 0;
@@ -134,12 +141,16 @@ uint64_t MapReader::get_u64(const std::string& key, uint64_t def) {
     }
   }
   if (!ok) fail(key, str("expected a non-negative integer, got '", scalar_text(v), "'"));
+  resolved_[key] = x;
   return x;
 }
 
 double MapReader::get_float(const std::string& key, double def, double lo, double hi) {
   YAML::Node v = value(key);
-  if (!v || v.IsNull()) return def;
+  if (!v || v.IsNull()) {
+    resolved_[key] = def;
+    return def;
+  }
   double x = 0;
   bool ok = v.IsScalar();
   if (ok) {
@@ -152,14 +163,22 @@ double MapReader::get_float(const std::string& key, double def, double lo, doubl
   if (!ok) fail(key, str("expected a number, got '", scalar_text(v), "'"));
   if (!std::isfinite(x)) fail(key, str("must be a finite number, got '", v.Scalar(), "'"));
   if (x < lo || x > hi) fail(key, str("must be between ", lo, " and ", hi, ", got ", x));
+  resolved_[key] = x;
   return x;
 }
 
 bool MapReader::get_bool(const std::string& key, bool def) {
   YAML::Node v = value(key);
-  if (!v || v.IsNull()) return def;
+  if (!v || v.IsNull()) {
+    resolved_[key] = def;
+    return def;
+  }
   try {
-    if (v.IsScalar()) return v.as<bool>();
+    if (v.IsScalar()) {
+      bool b = v.as<bool>();
+      resolved_[key] = b;
+      return b;
+    }
   } catch (const YAML::Exception&) {
   }
   fail(key, str("expected true or false, got '", scalar_text(v), "'"));
@@ -167,9 +186,13 @@ bool MapReader::get_bool(const std::string& key, bool def) {
 
 std::string MapReader::get_string(const std::string& key, const std::string& def) {
   YAML::Node v = value(key);
-  if (!v || v.IsNull()) return def;
-  if (!v.IsScalar()) fail(key, str("expected a string, got ", scalar_text(v)));
-  return v.Scalar();
+  std::string s = def;
+  if (v && !v.IsNull()) {
+    if (!v.IsScalar()) fail(key, str("expected a string, got ", scalar_text(v)));
+    s = v.Scalar();
+  }
+  resolved_[key] = s;
+  return s;
 }
 
 std::string MapReader::require_string(const std::string& key) {
@@ -266,10 +289,12 @@ namespace {
 
 Config read_document(YAML::Node root, ConfigSource src, const std::string& default_name) {
   Config cfg;
+  cfg.resolved = YAML::Node(YAML::NodeType::Map);
   MapReader top(root, "", src);
   cfg.name = top.get_string("name", default_name);
   if (cfg.name.empty() || cfg.name.find('/') != std::string::npos)
     top.fail("name", str("must be a non-empty name without '/', got '", cfg.name, "'"));
+  cfg.resolved["name"] = cfg.name;
 
   {
     MapReader d(top.get_node("data"), "data", src);
@@ -278,6 +303,7 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
     cfg.data.train_limit = d.get_int("train_limit", 0, 0, std::numeric_limits<int>::max());
     cfg.data.test_limit = d.get_int("test_limit", 0, 0, std::numeric_limits<int>::max());
     d.finish();
+    cfg.resolved["data"] = d.resolved();
   }
   {
     if (!top.has("model")) top.fail("model", "is required (loss, layers)");
@@ -291,6 +317,9 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
     for (size_t i = 0; i < layers.size(); ++i)
       cfg.model.layers.push_back({layers[i], str("model.layers.", i), int(i)});
     m.finish();
+    YAML::Node mr = m.resolved();
+    mr["layers"] = YAML::Clone(layers);
+    cfg.resolved["model"] = mr;
   }
   {
     MapReader t(top.get_node("training"), "training", src);
@@ -304,13 +333,24 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
     tr.shuffle = t.get_bool("shuffle", tr.shuffle);
     tr.threads = t.get_int("threads", tr.threads, 0, 4096);
     t.finish();
+    cfg.resolved["training"] = t.resolved();
   }
   {
     MapReader o(top.get_node("output"), "output", src);
-    cfg.output.dir = o.get_string("dir", "runs/" + cfg.name);
+    auto& out = cfg.output;
+    out.dir = o.get_string("dir", "runs/" + cfg.name);
+    out.weights_dir = o.get_string("weights_dir", out.weights_dir);
+    out.checkpoint_every = o.get_int("checkpoint_every", 0, 0, std::numeric_limits<int>::max());
+    out.log_every = o.get_int("log_every", 0, 0, std::numeric_limits<int>::max());
+    out.recon_count = o.get_int("recon_count", out.recon_count, 1, 1024);
+    out.recon_every_epoch = o.get_bool("recon_every_epoch", false);
+    if (out.dir.empty()) o.fail("dir", "must not be empty");
+    if (out.weights_dir.empty()) o.fail("weights_dir", "must not be empty");
     o.finish();
+    cfg.resolved["output"] = o.resolved();
   }
   top.finish();
+
   cfg.source = std::move(src);
   cfg.root = root;
   return cfg;

@@ -45,6 +45,10 @@ class MapReader {
 
   // Throws for the first key that no get_* asked for.
   void finish();
+  // Every key read so far with the value used (the default where absent):
+  // the resolved form that config.yaml in a run directory records.
+  const YAML::Node& resolved() const { return resolved_; }
+  void set_resolved(const std::string& key, const YAML::Node& v) { resolved_[key] = v; }
 
   // "FILE:LINE:COL: PATH.KEY" for a key of this map (or the map itself if key is empty).
   std::string where(const std::string& key = "") const;
@@ -59,6 +63,7 @@ class MapReader {
   std::string path_;
   const ConfigSource& src_;
   std::set<std::string> known_;
+  YAML::Node resolved_{YAML::NodeType::Map};
 };
 
 // One entry of model.layers, kept as YAML until the model is built (each
@@ -88,7 +93,12 @@ struct TrainingConfig {
 };
 
 struct OutputConfig {
-  std::string dir;  // default runs/<name>
+  std::string dir;               // default runs/<name>
+  std::string weights_dir = "weights";
+  int checkpoint_every = 0;      // steps between extra checkpoints (0: once per epoch only)
+  int log_every = 0;             // steps between metrics.csv rows (0: once per epoch only)
+  int recon_count = 16;          // test images in the reconstruction grid
+  bool recon_every_epoch = false;
 };
 
 struct ModelConfig {
@@ -104,7 +114,8 @@ struct Config {
   TrainingConfig training;
   OutputConfig output;
   ConfigSource source;
-  YAML::Node root;  // the document after overrides
+  YAML::Node root;      // the document after overrides
+  YAML::Node resolved;  // every key with the value used (layers as written)
 };
 
 // Apply a "a.b.c=value" override to a parsed document (value parsed as

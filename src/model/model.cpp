@@ -45,6 +45,7 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
     if (ctx.name.empty()) keys.fail("name", "must not be empty");
     if (!names.insert(ctx.name).second)
       keys.fail("name", str("layer name '", ctx.name, "' is used twice; names must be unique"));
+    const bool own_impl = keys.has("impl");
     ctx.impl = parse_impl(keys.get_choice("impl", impl_name(impl), impl_names()));
     if (impl_device(ctx.impl) != impl_device(impl))
       keys.fail("impl", str("'", impl_name(ctx.impl), "' runs on the ",
@@ -67,6 +68,9 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
       throw ConfigError(str(keys.where(), ": layer '", ctx.name, "' (", type, "): ", msg));
     }
     cur = layer->output_shape(cur);
+    YAML::Node resolved = YAML::Clone(keys.resolved());
+    if (!own_impl) resolved.remove("impl");  // follow --impl when the run is repeated
+    m->resolved_layers_.push_back(resolved);
     m->layers_.push_back(layer);
     m->where_.push_back(keys.where());
   }

@@ -40,6 +40,10 @@ class Model {
   // Index of the features layer, or -1 when the config names none.
   int features_layer() const { return features_; }
 
+  // Each layer's keys with the values used (defaults filled in), in order;
+  // what a run directory's config.yaml records under model.layers.
+  const std::vector<YAML::Node>& resolved_layers() const { return resolved_layers_; }
+
   // Table of layers (name, type, impl, in -> out, params) and the total.
   void print_table(std::ostream& os) const;
 
@@ -60,6 +64,7 @@ class Model {
   Shape in_, out_;
   std::vector<LayerPtr> layers_;
   std::vector<std::string> where_;  // config location of each layer
+  std::vector<YAML::Node> resolved_layers_;
   LossPtr loss_;
   ParamStore params_;
   int features_ = -1;

@@ -99,12 +99,19 @@ void Trainer::step(const Tensor& x, const Tensor& target, Tensor& acc) {
   sgd_step(model_.params(), sgd_);
 }
 
+int Trainer::steps_per_epoch(int n) const {
+  int bs = std::min(cfg_.batch_size, n);
+  return bs > 0 ? (n + bs - 1) / bs : 0;
+}
+
 std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
-                                      std::ostream& out) {
+                                      std::ostream& out, TrainState& state) {
   const int n = train.size();
   if (n == 0) throw DataError("the training set is empty: nothing to train on");
   const int bs = std::min(cfg_.batch_size, n);
-  const int steps = (n + bs - 1) / bs;
+  const int steps = steps_per_epoch(n);
+  HPMC_CHECK(state.step >= 0 && state.step <= steps, "resumed at step ", state.step,
+             " of an epoch of ", steps, " steps");
   model_.allocate(bs);
   Tensor x = Tensor::empty(model_.input_shape().with_batch(bs));
   Tensor labels = Tensor::empty(Shape(bs, 1, 1, 1), DType::kI32);
@@ -116,22 +123,36 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
   const int line_every = std::max(1, steps / 10);
 
   std::vector<EpochResult> results;
-  for (int epoch = 0; epoch < cfg_.epochs; ++epoch) {
+  for (; state.epoch < cfg_.epochs; ++state.epoch, state.step = 0, state.loss_sum = 0,
+                                   state.correct = 0, state.epoch_seconds = 0) {
+    const int epoch = state.epoch;
     auto t0 = Clock::now();
+    const double seconds_before = state.epoch_seconds;
+    const int first_step = state.step;
     std::vector<int32_t> order = epoch_order(n, cfg_.seed, epoch, cfg_.shuffle);
-    acc.fill_zero();
-    double prev[2] = {0, 0};
-    int seen = 0;
-    for (int s = 0; s < steps; ++s) {
+    // The accumulator restarts from what the epoch had summed before a resume.
+    {
+      Tensor h = Tensor::empty(Shape(2, 1, 1, 1), DType::kF64);
+      h.data<double>()[0] = state.loss_sum;
+      h.data<double>()[1] = state.correct;
+      acc.copy_from(h);
+    }
+    double prev = state.loss_sum;
+    int seen = std::min(n, first_step * bs);
+    for (int s = first_step; s < steps; ++s) {
       int b = std::min(bs, n - s * bs);
       gather_batch(train, order.data() + size_t(s) * size_t(bs), b, x, &labels);
       step(x, lab ? labels : x, acc);
       seen += b;
       double a[2];
       read_acc(acc, a);
-      double batch_loss = (a[0] - prev[0]) / b;
-      prev[0] = a[0];
-      prev[1] = a[1];
+      double batch_loss = (a[0] - prev) / b;
+      prev = a[0];
+      state.step = s + 1;
+      state.global_step += 1;
+      state.loss_sum = a[0];
+      state.correct = a[1];
+      state.epoch_seconds = seconds_before + seconds_since(t0);
       if (!std::isfinite(batch_loss))
         throw DivergedError(str("the training loss became ", batch_loss, " at epoch ", epoch + 1,
                                 ", step ", s + 1, " of ", steps, "; lower training.lr (now ",
@@ -139,14 +160,14 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
       bool last = s + 1 == steps;
       if (mode == Progress::kBar) {
         double el = seconds_since(t0);
-        double eta = el / (s + 1) * (steps - s - 1);
+        double eta = el / (s + 1 - first_step) * (steps - s - 1);
         const int width = 30;
         int fill = int(double(s + 1) / steps * width);
         std::ostringstream bar;
-        bar << "\r  epoch " << epoch + 1 << "/" << cfg_.epochs << " [" << std::string(size_t(fill), '=')
-            << std::string(size_t(width - fill), ' ') << "] " << std::setw(3)
-            << (s + 1) * 100 / steps << "% loss " << std::fixed << std::setprecision(5)
-            << a[0] / seen << " ETA " << format_duration(eta) << "   ";
+        bar << "\r  epoch " << epoch + 1 << "/" << cfg_.epochs << " ["
+            << std::string(size_t(fill), '=') << std::string(size_t(width - fill), ' ') << "] "
+            << std::setw(3) << (s + 1) * 100 / steps << "% loss " << std::fixed
+            << std::setprecision(5) << a[0] / seen << " ETA " << format_duration(eta) << "   ";
         out << bar.str() << std::flush;
         if (last) out << "\r" << std::string(bar.str().size(), ' ') << "\r" << std::flush;
       } else if (mode == Progress::kLines && ((s + 1) % line_every == 0) && !last) {
@@ -154,17 +175,19 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
             << std::fixed << std::setprecision(5) << a[0] / seen << std::defaultfloat
             << std::setprecision(6) << "\n" << std::flush;
       }
+      if (on_step_ && on_step_(state, batch_loss)) {
+        if (mode == Progress::kBar) out << "\n";
+        return results;
+      }
     }
     EpochResult r;
     r.epoch = epoch + 1;
-    r.train_seconds = seconds_since(t0);
-    r.images_per_s = n / std::max(r.train_seconds, 1e-9);
-    double a[2];
-    read_acc(acc, a);
-    r.train_loss = a[0] / n;
-    if (model_.loss().is_classifier()) r.train_accuracy = a[1] / n;
+    r.train_seconds = state.epoch_seconds;
+    r.images_per_s = (n - std::min(n, first_step * bs)) / std::max(seconds_since(t0), 1e-9);
+    r.train_loss = state.loss_sum / n;
+    if (model_.loss().is_classifier()) r.train_accuracy = state.correct / n;
     if (test.size() > 0) r.test = evaluate(model_, test, bs);
-    r.seconds = seconds_since(t0);
+    r.seconds = seconds_before + seconds_since(t0);
 
     std::ostringstream line;
     line << "epoch " << r.epoch << "/" << cfg_.epochs << "  train loss " << std::fixed
@@ -179,7 +202,13 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
       throw DivergedError(str("the test loss is ", r.test.loss, " after epoch ", r.epoch,
                               "; lower training.lr (now ", cfg_.lr, ")"));
     results.push_back(r);
-    if (on_epoch_) on_epoch_(r);
+    if (on_epoch_) {
+      TrainState after = state;
+      after.epoch = epoch + 1;
+      after.step = 0;
+      after.loss_sum = after.correct = after.epoch_seconds = 0;
+      on_epoch_(r, after);
+    }
   }
   return results;
 }

@@ -40,17 +40,42 @@ std::vector<int32_t> epoch_order(int n, uint64_t seed, int epoch, bool shuffle);
 // Mean loss (and accuracy) of the model over a dataset, in batches.
 EvalResult evaluate(Model& model, const Dataset& data, int batch_size);
 
+// Where training stands: enough, with the weights and momentum, to continue
+// exactly (a checkpoint stores all of it).
+struct TrainState {
+  int epoch = 0;            // 0-based epoch in progress (== epochs when done)
+  int step = 0;             // steps of that epoch already taken
+  int64_t global_step = 0;  // steps taken since the run began
+  double loss_sum = 0;      // this epoch's summed per-sample loss so far
+  double correct = 0;       // this epoch's correct predictions so far
+  double epoch_seconds = 0; // training time already spent on this epoch
+};
+
 class Trainer {
  public:
   enum class Progress { kAuto, kBar, kLines, kQuiet };
 
   Trainer(Model& model, const TrainingConfig& cfg);
   void set_progress(Progress p) { progress_ = p; }
-  // Called after every epoch (e.g. to write metrics or a checkpoint).
-  void on_epoch(std::function<void(const EpochResult&)> f) { on_epoch_ = std::move(f); }
+  // Called after every epoch with its result and the state after it.
+  void on_epoch(std::function<void(const EpochResult&, const TrainState&)> f) {
+    on_epoch_ = std::move(f);
+  }
+  // Called after every step, with the step's mean loss; return true to stop
+  // training after this step (fit() then returns with state.epoch < epochs).
+  void on_step(std::function<bool(const TrainState&, double batch_loss)> f) {
+    on_step_ = std::move(f);
+  }
 
-  // Train for cfg.epochs; `test` may be empty (size 0) to skip evaluation.
-  std::vector<EpochResult> fit(const Dataset& train, const Dataset& test, std::ostream& out);
+  // Train until cfg.epochs, starting from `state` (a fresh state starts at
+  // the beginning). `test` may be empty (size 0) to skip evaluation.
+  std::vector<EpochResult> fit(const Dataset& train, const Dataset& test, std::ostream& out,
+                               TrainState& state);
+  std::vector<EpochResult> fit(const Dataset& train, const Dataset& test, std::ostream& out) {
+    TrainState fresh;
+    return fit(train, test, out, fresh);
+  }
+  int steps_per_epoch(int train_size) const;
 
   // One step on a prepared batch: zero grads, forward, loss, backward, SGD.
   // Adds the batch's summed loss (and correct count) to acc.
@@ -61,7 +86,8 @@ class Trainer {
   TrainingConfig cfg_;
   SgdConfig sgd_;
   Progress progress_ = Progress::kAuto;
-  std::function<void(const EpochResult&)> on_epoch_;
+  std::function<void(const EpochResult&, const TrainState&)> on_epoch_;
+  std::function<bool(const TrainState&, double)> on_step_;
 };
 
 }  // namespace hpmc

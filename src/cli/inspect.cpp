@@ -1,0 +1,156 @@
+// inspect.cpp — commands that use a trained checkpoint: `hpmc eval`,
+// `hpmc recon` and `hpmc features`.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <numeric>
+#include <ostream>
+
+#include "cli/commands.h"
+#include "cli/outputs.h"
+#include "cli/session.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "io/npy.h"
+#include "model/checkpoint.h"
+#include "model/trainer.h"
+
+namespace hpmc {
+
+namespace {
+
+Session open_with_weights(const CommonOptions& o, const std::string& weights, std::ostream& out) {
+  if (weights.empty()) throw UsageError("--weights FILE is required (a checkpoint written by hpmc run)");
+  Session s = open_session(o, out);
+  load_checkpoint(weights, *s.model);
+  out << "weights: " << weights << "\n";
+  load_session_data(s, out);
+  return s;
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) b /= 1000, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
+  return buf;
+}
+
+// One split's features: a CSV (label, then the values) and/or .npy files.
+void export_split(Model& model, const Dataset& d, const std::string& split, const FeaturesOptions& o,
+                  const std::string& dir, int batch, std::ostream& out) {
+  const int n = d.size();
+  const int layer = model.features_layer();
+  Shape fs = model.input_shape();
+  for (int i = 0; i <= layer; ++i) fs = model.layers()[size_t(i)]->output_shape(fs);
+  const size_t dim = fs.per_sample();
+  const bool csv = o.format != "npy", npy = o.format != "csv";
+
+  // Size check before writing anything: a CSV value takes up to ~15 bytes.
+  double csv_bytes = csv ? double(n) * (double(dim) * 15 + 4) : 0;
+  double npy_bytes = npy ? double(n) * double(dim) * 4 + double(n) * 4 + 256 : 0;
+  std::error_code ec;
+  auto space = std::filesystem::space(dir, ec);
+  if (csv_bytes > 100e6)
+    out << "features_" << split << ".csv will take about " << human_bytes(csv_bytes) << " (" << n
+        << " rows of " << dim << " values)\n";
+  if (!ec && csv_bytes + npy_bytes > double(space.available))
+    throw RuntimeError(str("not enough disk space in ", dir, " for the ", split, " features: about ",
+                           human_bytes(csv_bytes + npy_bytes), " needed, ",
+                           human_bytes(double(space.available)), " available; use --format npy, "
+                           "another --out, or free space"));
+
+  std::unique_ptr<AtomicFile> csv_file;
+  std::unique_ptr<NpyWriter> npy_file;
+  std::vector<int32_t> labels(size_t(n));
+  if (csv) {
+    csv_file = std::make_unique<AtomicFile>(join_path(dir, "features_" + split + ".csv"));
+    std::string header = "label";
+    for (size_t j = 0; j < dim; ++j) header += ",f" + std::to_string(j);
+    csv_file->write(header + "\n");
+  }
+  if (npy)
+    npy_file = std::make_unique<NpyWriter>(join_path(dir, "features_" + split + ".npy"), NpyDtype::kF32,
+                                           std::vector<int64_t>{n, int64_t(dim)});
+
+  model.allocate(std::max(batch, model.max_batch()));
+  Tensor x = Tensor::empty(model.input_shape().with_batch(batch));
+  Tensor lab = Tensor::empty(Shape(batch, 1, 1, 1), DType::kI32);
+  std::vector<int32_t> idx(size_t(batch));
+  std::string line;
+  char buf[32];
+  for (int b = 0; b < n; b += batch) {
+    int m = std::min(batch, n - b);
+    std::iota(idx.begin(), idx.begin() + m, b);
+    gather_batch(d, idx.data(), m, x, &lab);
+    const Tensor& f = model.forward(x, layer);
+    Tensor fh = f.device() == Device::kCPU ? f : f.to_device(Device::kCPU);  // named copy
+    const float* v = fh.data<float>();
+    for (size_t k = 0; k < size_t(m) * dim; ++k)
+      if (!std::isfinite(v[k]))
+        throw DivergedError(str("feature ", k % dim, " of ", split, " sample ", b + int(k / dim),
+                                " is ", v[k], ": the weights are broken (did training diverge?); "
+                                "nothing was written"));
+    for (int i = 0; i < m; ++i) labels[size_t(b + i)] = lab.data<int32_t>()[i];
+    if (npy_file) npy_file->append(v, size_t(m) * dim);
+    if (csv_file) {
+      for (int i = 0; i < m; ++i) {
+        line = std::to_string(lab.data<int32_t>()[i]);
+        for (size_t j = 0; j < dim; ++j) {
+          std::snprintf(buf, sizeof buf, ",%.9g", v[size_t(i) * dim + j]);
+          line += buf;
+        }
+        line += '\n';
+        csv_file->write(line);
+      }
+    }
+  }
+  if (npy_file) {
+    npy_file->commit();
+    write_npy(join_path(dir, "labels_" + split + ".npy"), labels.data(), {n});
+  }
+  if (csv_file) csv_file->commit();
+  out << split << ": " << n << " samples x " << dim << " features (" << model.layers()[size_t(layer)]->name()
+      << ", " << fs.sample_str() << ") -> ";
+  if (csv) out << join_path(dir, "features_" + split + ".csv") << (npy ? ", " : "");
+  if (npy) out << join_path(dir, "features_" + split + ".npy") << ", labels_" << split << ".npy";
+  out << "\n";
+}
+
+}  // namespace
+
+void cmd_eval(const EvalOptions& o, std::ostream& out) {
+  Session s = open_with_weights(o, o.weights, out);
+  EvalResult r = evaluate(*s.model, s.data.test, s.cfg.training.batch_size);
+  out << "test loss " << std::setprecision(6) << r.loss;
+  if (r.accuracy >= 0) out << "  accuracy " << std::fixed << std::setprecision(2) << 100 * r.accuracy << "%";
+  out << "  (" << r.samples << " samples)\n";
+}
+
+void cmd_recon(const ReconOptions& o, std::ostream& out) {
+  if (o.count < 1) throw UsageError(str("--count must be at least 1, got ", o.count));
+  Session s = open_with_weights(o, o.weights, out);
+  std::string dir = o.out_dir.empty() ? s.cfg.output.dir : o.out_dir;
+  make_dirs(dir);
+  std::string path = join_path(dir, "recon.png");
+  int n = write_recon_grid(*s.model, s.data.test, o.count, path);
+  out << "wrote " << path << ": " << n << " test images (top) above their reconstructions\n";
+}
+
+void cmd_features(const FeaturesOptions& o, std::ostream& out) {
+  Session s = open_with_weights(o, o.weights, out);
+  if (s.model->features_layer() < 0)
+    throw ConfigError(str(o.config, ": model.features is not set, so hpmc does not know where the "
+                          "encoder ends; name a layer there (e.g. features: pool2)"));
+  std::string dir = o.out_dir.empty() ? s.cfg.output.dir : o.out_dir;
+  make_dirs(dir);
+  int batch = s.cfg.training.batch_size;
+  if (o.split == "train" || o.split == "all")
+    export_split(*s.model, s.data.train, "train", o, dir, batch, out);
+  if (o.split == "test" || o.split == "all")
+    export_split(*s.model, s.data.test, "test", o, dir, batch, out);
+}
+
+}  // namespace hpmc

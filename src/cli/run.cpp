@@ -1,0 +1,196 @@
+// run.cpp — `hpmc run`: train, checkpoint, log, and leave a run directory.
+//
+// The run directory (--out, default runs/<name>) receives config.yaml (the
+// resolved config), metrics.csv, loss.png and recon.png; the checkpoint goes
+// to <weights_dir>/<name>.safetensors after every epoch, every
+// output.checkpoint_every steps, and when SIGINT/SIGTERM arrives (the
+// current step finishes first). --resume continues exactly from it.
+#include <csignal>
+#include <filesystem>
+#include <ostream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "cli/commands.h"
+#include "cli/outputs.h"
+#include "cli/session.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "model/checkpoint.h"
+#include "model/trainer.h"
+
+namespace hpmc {
+
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+  // A second signal ends the process the ordinary way.
+  std::signal(sig, SIG_DFL);
+}
+
+// Installs the handlers for the lifetime of a run, then restores them.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    old_int_ = std::signal(SIGINT, on_stop_signal);
+    old_term_ = std::signal(SIGTERM, on_stop_signal);
+  }
+  ~StopSignals() {
+    std::signal(SIGINT, old_int_);
+    std::signal(SIGTERM, old_term_);
+  }
+  int caught() const { return g_stop_signal; }
+
+ private:
+  void (*old_int_)(int);
+  void (*old_term_)(int);
+};
+
+const char* kRunFiles[] = {"config.yaml", "metrics.csv", "loss.png", "recon.png"};
+
+bool holds_a_run(const std::string& dir) {
+  return std::filesystem::exists(join_path(dir, "config.yaml")) ||
+         std::filesystem::exists(join_path(dir, "metrics.csv"));
+}
+
+// Remove what an earlier run left in `dir` (only hpmc's own files).
+void clear_run_dir(const std::string& dir) {
+  std::error_code ec;
+  for (const char* f : kRunFiles) std::filesystem::remove(join_path(dir, f), ec);
+  if (!std::filesystem::is_directory(dir, ec)) return;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("recon_epoch_", 0) == 0 && e.path().extension() == ".png")
+      std::filesystem::remove(e.path(), ec);
+  }
+}
+
+void write_resolved_config(const Session& s, const std::string& path) {
+  YAML::Node doc = YAML::Clone(s.cfg.resolved);
+  YAML::Node layers(YAML::NodeType::Sequence);
+  for (const auto& l : s.model->resolved_layers()) layers.push_back(l);
+  doc["model"]["layers"] = layers;
+  YAML::Emitter em;
+  em << doc;
+  write_file_atomic(path, str("# Resolved by hpmc ", HPMC_VERSION, " from ", s.cfg.source.file,
+                              " (every key, defaults filled in). Run again with:\n#   hpmc run ",
+                              path, "\n", em.c_str(), "\n"));
+}
+
+}  // namespace
+
+void cmd_run(const RunOptions& o, std::ostream& out) {
+  if (o.resume && o.overwrite)
+    throw UsageError("--resume continues the earlier run and --overwrite replaces it: pick one");
+  if (o.resume && !o.init.empty())
+    throw UsageError("--resume continues from the run's own checkpoint; --init starts a new run "
+                     "from another one's weights: pick one");
+  Session s = open_session(o, out);
+  const Config& cfg = s.cfg;
+  const std::string dir = cfg.output.dir;
+  const std::string ckpt = checkpoint_path(cfg);
+
+  // Decide what happens to earlier outputs before anything is read or written.
+  if (o.resume) {
+    if (!std::filesystem::exists(ckpt))
+      throw UsageError(str("--resume: there is no checkpoint at ", ckpt,
+                           " to continue from; start a new run without --resume"));
+  } else if (!o.overwrite) {
+    if (holds_a_run(dir))
+      throw UsageError(str(dir, " already holds a run; continue it with --resume, or replace it "
+                                "with --overwrite (or choose another --out)"));
+    if (std::filesystem::exists(ckpt))
+      throw UsageError(str(ckpt, " holds the checkpoint of an earlier run; continue it with "
+                                 "--resume, replace it with --overwrite, or keep it and write "
+                                 "elsewhere with --weights-dir"));
+  }
+
+  load_session_data(s, out);
+  Model& model = *s.model;
+  const int n_train = s.data.train.size();
+  TrainState state;
+  if (o.resume) {
+    load_checkpoint(ckpt, model, &cfg, &state, n_train);
+    out << "resuming from " << ckpt << " at epoch " << state.epoch + 1 << ", step " << state.step
+        << " (global step " << state.global_step << ")\n";
+  } else if (!o.init.empty()) {
+    load_checkpoint(o.init, model);
+    out << "weights from " << o.init << " (optimizer state fresh)\n";
+  } else {
+    model.params().init(cfg.training.seed);
+  }
+
+  make_dirs(dir);
+  make_dirs(cfg.output.weights_dir);
+  if (o.overwrite) clear_run_dir(dir);
+  write_resolved_config(s, join_path(dir, "config.yaml"));
+  MetricsLog metrics(join_path(dir, "metrics.csv"));
+  if (o.resume) metrics.load(state.global_step);
+  metrics.write();
+
+  out << "training: " << cfg.training.epochs << " epoch" << (cfg.training.epochs == 1 ? "" : "s")
+      << ", batch " << cfg.training.batch_size << ", lr " << cfg.training.lr << ", momentum "
+      << cfg.training.momentum << ", weight decay " << cfg.training.weight_decay << ", seed "
+      << cfg.training.seed << "\n"
+      << std::flush;
+
+  Trainer trainer(model, cfg.training);
+  if (o.progress == "bar") trainer.set_progress(Trainer::Progress::kBar);
+  else if (o.progress == "lines") trainer.set_progress(Trainer::Progress::kLines);
+  else if (o.progress == "quiet") trainer.set_progress(Trainer::Progress::kQuiet);
+
+  StopSignals signals;
+  const bool autoencoder = model.loss().target_dtype() == DType::kF32;
+  trainer.on_step([&](const TrainState& st, double) {
+    if (cfg.output.log_every > 0 && st.global_step % cfg.output.log_every == 0) {
+      MetricsRow r;
+      r.epoch = st.epoch + 1;
+      r.step = st.global_step;
+      r.train_loss = st.loss_sum / std::max(1, std::min(n_train, st.step * std::min(cfg.training.batch_size, n_train)));
+      r.seconds = st.epoch_seconds;
+      metrics.add(r);
+    }
+    if (cfg.output.checkpoint_every > 0 && st.global_step % cfg.output.checkpoint_every == 0)
+      save_checkpoint(ckpt, model, cfg, st, n_train);
+    return signals.caught() != 0;
+  });
+  trainer.on_epoch([&](const EpochResult& r, const TrainState& st) {
+    save_checkpoint(ckpt, model, cfg, st, n_train);
+    MetricsRow row;
+    row.epoch = r.epoch;
+    row.step = st.global_step;
+    row.train_loss = r.train_loss;
+    row.test_loss = r.test.samples > 0 ? r.test.loss : NAN;
+    row.accuracy = r.test.accuracy >= 0 ? r.test.accuracy : NAN;
+    row.images_per_s = r.images_per_s;
+    row.seconds = r.seconds;
+    row.epoch_end = true;
+    metrics.add(row);
+    metrics.plot(join_path(dir, "loss.png"), cfg.name + " loss");
+    if (autoencoder && cfg.output.recon_every_epoch)
+      write_recon_grid(model, s.data.test, cfg.output.recon_count,
+                       join_path(dir, str("recon_epoch_", r.epoch, ".png")));
+  });
+
+  trainer.fit(s.data.train, s.data.test, out, state);
+
+  if (state.epoch < cfg.training.epochs) {  // stopped by a signal
+    save_checkpoint(ckpt, model, cfg, state, n_train);
+    throw Error(ExitCode::kInterrupted,
+                str("interrupted by signal ", int(signals.caught()), " at epoch ", state.epoch + 1,
+                    ", step ", state.step, "; checkpoint written to ", ckpt,
+                    "; continue with: hpmc run ", o.config, " --resume"));
+  }
+  if (autoencoder && s.data.test.size() > 0)
+    write_recon_grid(model, s.data.test, cfg.output.recon_count, join_path(dir, "recon.png"));
+  if (metrics.rows().empty() || !metrics.rows().back().epoch_end)
+    metrics.plot(join_path(dir, "loss.png"), cfg.name + " loss");
+  out << "outputs: " << join_path(dir, "config.yaml") << ", metrics.csv, loss.png"
+      << (autoencoder ? ", recon.png" : "") << "; checkpoint: " << ckpt << "\n";
+}
+
+}  // namespace hpmc

@@ -1,0 +1,57 @@
+#include "cli/session.h"
+
+#include <filesystem>
+#include <ostream>
+
+#include "core/error.h"
+#include "core/threads.h"
+
+namespace hpmc {
+
+Config load_command_config(const CommonOptions& o) {
+  std::vector<Override> ov = o.overrides;
+  if (!o.data_dir.empty()) ov.push_back({"data.path=" + o.data_dir, "--data " + o.data_dir});
+  return load_config(o.config, ov);
+}
+
+Session open_session(const CommonOptions& o, std::ostream& out) {
+  Session s;
+  s.impl = parse_impl(o.impl);
+  s.cfg = load_command_config(o);
+  int threads = configure_threads(s.cfg.training.threads);
+  s.format = parse_data_format(s.cfg.data.format);
+  s.model = Model::build(s.cfg, s.impl, sample_shape(s.format), num_classes(s.format));
+  out << "hpmc " << HPMC_VERSION << ": " << s.cfg.name << " (" << o.config << "), impl "
+      << impl_name(s.impl) << ", " << threads << " CPU thread" << (threads == 1 ? "" : "s") << "\n";
+  s.model->print_table(out);
+  out << std::flush;
+  return s;
+}
+
+void load_session_data(Session& s, std::ostream& out) {
+  s.data = load_dataset(s.format, s.cfg.data.path);
+  if (s.cfg.data.train_limit > 0 && s.cfg.data.train_limit < s.data.train.size())
+    s.data.train = s.data.train.slice(0, s.cfg.data.train_limit);
+  if (s.cfg.data.test_limit > 0 && s.cfg.data.test_limit < s.data.test.size())
+    s.data.test = s.data.test.slice(0, s.cfg.data.test_limit);
+  out << "data: " << s.cfg.data.format << " from " << s.cfg.data.path << ": "
+      << s.data.train.size() << " train, " << s.data.test.size() << " test samples\n"
+      << std::flush;
+}
+
+std::string join_path(const std::string& dir, const std::string& file) {
+  return (std::filesystem::path(dir) / file).string();
+}
+
+void make_dirs(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw RuntimeError(str("cannot create the directory ", dir, ": ", ec.message()));
+}
+
+std::string checkpoint_path(const Config& cfg) {
+  return join_path(cfg.output.weights_dir, cfg.name + ".safetensors");
+}
+
+}  // namespace hpmc

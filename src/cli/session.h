@@ -1,0 +1,35 @@
+// session.h — what every command does before its own work: read the config,
+// set the threads, build the model (checking every shape before any data is
+// read), print the layer table, and load the data.
+#pragma once
+
+#include <iosfwd>
+#include <memory>
+
+#include "cli/commands.h"
+#include "data/dataset.h"
+#include "model/model.h"
+
+namespace hpmc {
+
+struct Session {
+  Config cfg;
+  Impl impl = Impl::kCpu;
+  DataFormat format = DataFormat::kMnist;
+  std::unique_ptr<Model> model;
+  DataSplits data;
+};
+
+// Config, threads, model and its table (printed to `out`).
+Session open_session(const CommonOptions& o, std::ostream& out);
+// Load the dataset the config names, with its limits applied.
+void load_session_data(Session& s, std::ostream& out);
+
+// "runs/x/recon.png" style joins.
+std::string join_path(const std::string& dir, const std::string& file);
+// mkdir -p, with a clear error.
+void make_dirs(const std::string& dir);
+// The checkpoint a run of this config writes: <weights_dir>/<name>.safetensors.
+std::string checkpoint_path(const Config& cfg);
+
+}  // namespace hpmc

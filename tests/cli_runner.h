@@ -1,0 +1,50 @@
+// cli_runner.h — run the hpmc binary from the source directory and capture
+// its exit code, stdout and stderr.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "testing.h"
+
+namespace hpmc::testing {
+
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+};
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+inline CliResult run_hpmc(const std::string& args) {
+  TempDir tmp;
+  std::string cmd = std::string("cd '") + HPMC_SOURCE_DIR + "' && '" + HPMC_BINARY + "' " + args +
+                    " >'" + tmp.file("out") + "' 2>'" + tmp.file("err") + "' </dev/null";
+  int status = std::system(cmd.c_str());
+  CliResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(tmp.file("out"));
+  r.err = slurp(tmp.file("err"));
+  return r;
+}
+
+// The Debian python3 (which has numpy when python3-numpy is installed), or
+// "" when no python3 with numpy is found.
+inline std::string python_with_numpy() {
+  for (const char* py : {"/usr/bin/python3", "python3"}) {
+    std::string cmd = std::string(py) + " -c 'import numpy' >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) return py;
+  }
+  return "";
+}
+
+inline const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
+
+}  // namespace hpmc::testing

@@ -1,0 +1,251 @@
+// A run directory end to end on a slice of Fashion-MNIST: outputs, refusal
+// to clobber, exact resume after SIGTERM, determinism, --init, eval, recon
+// and features.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "cli_runner.h"
+#include "io/npy.h"
+
+namespace hpmc {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_hpmc;
+using testing::slurp;
+
+// A small, quick autoencoder run on the real Fashion-MNIST.
+const std::string kSmall =
+    "configs/fashion_ae.yaml --set data.train_limit=640 --set data.test_limit=96 --epochs 2 "
+    "--batch 32 --progress lines ";
+
+#define NEED_FASHION()                                                              \
+  if (!fs::exists(std::string(testing::kFashionDir) + "/train-images-idx3-ubyte.gz")) \
+  GTEST_SKIP() << "Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)"
+
+std::string dirs(const testing::TempDir& t, const std::string& name) {
+  return " --out " + t.file(name) + " --weights-dir " + t.file(name + "_w") + " ";
+}
+
+// The loss columns of metrics.csv (times differ between runs).
+std::string loss_columns(const std::string& csv) {
+  std::string out, line;
+  std::stringstream ss(csv);
+  while (std::getline(ss, line)) {
+    std::vector<std::string> f;
+    std::stringstream ls(line);
+    for (std::string x; std::getline(ls, x, ',');) f.push_back(x);
+    f.resize(5);
+    out += f[0] + "," + f[1] + "," + f[2] + "," + f[3] + "," + f[4] + "\n";
+  }
+  return out;
+}
+
+uint32_t be32(const std::string& s, size_t at) {
+  return (uint32_t(uint8_t(s[at])) << 24) | (uint32_t(uint8_t(s[at + 1])) << 16) |
+         (uint32_t(uint8_t(s[at + 2])) << 8) | uint32_t(uint8_t(s[at + 3]));
+}
+
+TEST(Run, WritesTheRunDirectoryAndRefusesToClobberIt) {
+  NEED_FASHION();
+  testing::TempDir t;
+  auto r = run_hpmc("run " + kSmall + dirs(t, "a"));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  for (const char* f : {"config.yaml", "metrics.csv", "loss.png", "recon.png"})
+    EXPECT_TRUE(fs::exists(t.file(std::string("a/") + f))) << f;
+  EXPECT_TRUE(fs::exists(t.file("a_w/fashion_ae.safetensors")));
+  std::string csv = slurp(t.file("a/metrics.csv"));
+  EXPECT_EQ(csv.rfind("epoch,step,train_loss,test_loss,test_accuracy,images_per_s,seconds\n", 0), 0u);
+  EXPECT_NE(csv.find("\n1,20,"), std::string::npos) << csv;  // 640/32 = 20 steps per epoch
+  EXPECT_NE(csv.find("\n2,40,"), std::string::npos) << csv;
+  std::string png = slurp(t.file("a/loss.png"));
+  ASSERT_GT(png.size(), 24u);
+  EXPECT_EQ(png.substr(1, 3), "PNG");
+
+  // A second run into the same place is refused, with remedies that work.
+  auto again = run_hpmc("run " + kSmall + dirs(t, "a"));
+  EXPECT_EQ(again.code, 2);
+  EXPECT_NE(again.err.find("already holds a run; continue it with --resume, or replace it with "
+                           "--overwrite"), std::string::npos) << again.err;
+  auto over = run_hpmc("run " + kSmall + "--epochs 1 --overwrite" + dirs(t, "a"));
+  EXPECT_EQ(over.code, 0) << over.err;
+  EXPECT_EQ(slurp(t.file("a/metrics.csv")).find("\n2,"), std::string::npos);
+  // Resuming a finished run has nothing left to do but succeeds.
+  auto res = run_hpmc("run " + kSmall + "--epochs 1 --resume" + dirs(t, "a"));
+  EXPECT_EQ(res.code, 0) << res.err;
+}
+
+TEST(Run, ResolvedConfigRunsAgain) {
+  NEED_FASHION();
+  testing::TempDir t;
+  ASSERT_EQ(run_hpmc("run " + kSmall + "--epochs 1" + dirs(t, "a")).code, 0);
+  std::string cfg = slurp(t.file("a/config.yaml"));
+  for (const char* k : {"batch_size: 32", "train_limit: 640", "momentum: 0.9", "kernel: 3",
+                        "stride: 1", "bias: true", "weights_dir:"})
+    EXPECT_NE(cfg.find(k), std::string::npos) << k << "\n" << cfg;
+  auto r = run_hpmc("run " + t.file("a/config.yaml") + " --progress quiet" + dirs(t, "b"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(loss_columns(slurp(t.file("a/metrics.csv"))), loss_columns(slurp(t.file("b/metrics.csv"))));
+}
+
+TEST(Run, SameSeedSameCheckpointBytes) {
+  NEED_FASHION();
+  testing::TempDir t;
+  ASSERT_EQ(run_hpmc("run " + kSmall + "--epochs 1" + dirs(t, "a")).code, 0);
+  ASSERT_EQ(run_hpmc("run " + kSmall + "--epochs 1" + dirs(t, "b")).code, 0);
+  std::string a = slurp(t.file("a_w/fashion_ae.safetensors"));
+  EXPECT_GT(a.size(), 1000u);
+  EXPECT_TRUE(a == slurp(t.file("b_w/fashion_ae.safetensors")));
+}
+
+TEST(Run, SigtermThenResumeEqualsAnUninterruptedRun) {
+  NEED_FASHION();
+  testing::TempDir t;
+  // Three epochs of 40 steps; the reference runs straight through.
+  const std::string args = "configs/fashion_ae.yaml --set data.train_limit=1280 --set "
+                           "data.test_limit=64 --epochs 3 --batch 32 --progress quiet --log-every 1 ";
+  ASSERT_EQ(run_hpmc("run " + args + dirs(t, "ref")).code, 0);
+
+  // The same run, stopped by SIGTERM part way through.
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string cmd = std::string(HPMC_BINARY) + " run " + args + dirs(t, "cut") + " >" +
+                      t.file("cut.log") + " 2>&1";
+    if (chdir(HPMC_SOURCE_DIR) != 0) _exit(99);
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), (char*)nullptr);
+    _exit(98);
+  }
+  // Wait until it has logged a few steps of the second epoch, then stop it.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (slurp(t.file("cut/metrics.csv")).find("\n2,45,") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 130) << "the run was not interrupted mid-way:\n" << slurp(t.file("cut.log"));
+  EXPECT_NE(slurp(t.file("cut.log")).find("--resume"), std::string::npos);
+
+  auto r = run_hpmc("run " + args + "--resume" + dirs(t, "cut"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("resuming from"), std::string::npos);
+  EXPECT_EQ(loss_columns(slurp(t.file("ref/metrics.csv"))), loss_columns(slurp(t.file("cut/metrics.csv"))));
+  EXPECT_TRUE(slurp(t.file("ref_w/fashion_ae.safetensors")) == slurp(t.file("cut_w/fashion_ae.safetensors")))
+      << "final weights differ after resume";
+}
+
+TEST(Run, ResumeRefusesAChangedSetup) {
+  NEED_FASHION();
+  testing::TempDir t;
+  ASSERT_EQ(run_hpmc("run " + kSmall + "--epochs 1" + dirs(t, "a")).code, 0);
+  auto r = run_hpmc("run " + kSmall + "--epochs 2 --batch 16 --resume" + dirs(t, "a"));
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("training.batch_size 32 but this run has 16"), std::string::npos) << r.err;
+  auto none = run_hpmc("run " + kSmall + "--resume" + dirs(t, "nothing"));
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("there is no checkpoint"), std::string::npos) << none.err;
+}
+
+TEST(Run, InitEvalReconAndFeatures) {
+  NEED_FASHION();
+  testing::TempDir t;
+  ASSERT_EQ(run_hpmc("run " + kSmall + "--epochs 1" + dirs(t, "a")).code, 0);
+  const std::string w = t.file("a_w/fashion_ae.safetensors");
+  const std::string limits = " --set data.train_limit=640 --set data.test_limit=96 ";
+
+  // eval reproduces the run's own test loss from the checkpoint.
+  auto e = run_hpmc("eval configs/fashion_ae.yaml --weights " + w + limits);
+  ASSERT_EQ(e.code, 0) << e.err;
+  std::string csv = slurp(t.file("a/metrics.csv"));
+  std::string row = csv.substr(csv.find("\n1,20,") + 1);
+  std::vector<std::string> f;
+  std::stringstream ls(row.substr(0, row.find('\n')));
+  for (std::string x; std::getline(ls, x, ',');) f.push_back(x);
+  double run_test_loss = std::stod(f[3]);
+  double eval_loss = std::stod(e.out.substr(e.out.find("test loss ") + 10));
+  EXPECT_NEAR(eval_loss, run_test_loss, 1e-5 * run_test_loss) << e.out;
+
+  // --init starts a new run from those weights: its first epoch starts lower.
+  auto i = run_hpmc("run " + kSmall + "--epochs 1 --init " + w + dirs(t, "b"));
+  ASSERT_EQ(i.code, 0) << i.err;
+  EXPECT_NE(i.out.find("optimizer state fresh"), std::string::npos);
+
+  // recon: a grid of --count images.
+  auto rc = run_hpmc("recon configs/fashion_ae.yaml --weights " + w + " --count 8 --out " +
+                     t.file("rc") + limits);
+  ASSERT_EQ(rc.code, 0) << rc.err;
+  std::string png = slurp(t.file("rc/recon.png"));
+  ASSERT_GT(png.size(), 24u);
+  // Documented size: 8 images in one row, 4x upscaled 28-pixel images (see io/grid.h).
+  EXPECT_EQ(be32(png, 16), uint32_t(grid_width_for_test(8, 28, 4, 8)));
+  EXPECT_EQ(be32(png, 20), uint32_t(grid_height_for_test(8, 28, 4, 8)));
+
+  // features: CSV and .npy agree; labels in dataset order.
+  auto fe = run_hpmc("features configs/fashion_ae.yaml --weights " + w + " --split test --format both --out " +
+                     t.file("f") + limits);
+  ASSERT_EQ(fe.code, 0) << fe.err;
+  NpyArray feats = read_npy(t.file("f/features_test.npy"));
+  NpyArray labels = read_npy(t.file("f/labels_test.npy"));
+  ASSERT_EQ(feats.shape, (std::vector<int64_t>{96, 784}));
+  ASSERT_EQ(labels.shape, (std::vector<int64_t>{96}));
+  std::string fcsv = slurp(t.file("f/features_test.csv"));
+  std::stringstream cs(fcsv);
+  std::string header;
+  std::getline(cs, header);
+  EXPECT_EQ(header.substr(0, 12), "label,f0,f1,");
+  const float* fv = reinterpret_cast<const float*>(feats.data.data());
+  const int32_t* lv = reinterpret_cast<const int32_t*>(labels.data.data());
+  // Fashion-MNIST's first test labels: ankle boot, pullover, trouser, trouser.
+  EXPECT_EQ(lv[0], 9);
+  EXPECT_EQ(lv[1], 2);
+  for (int r = 0; r < 96; ++r) {
+    std::string line;
+    ASSERT_TRUE(std::getline(cs, line)) << r;
+    std::stringstream fl(line);
+    std::string x;
+    std::getline(fl, x, ',');
+    ASSERT_EQ(std::stoi(x), lv[r]) << r;
+    for (int j = 0; j < 784; ++j) {
+      std::getline(fl, x, ',');
+      ASSERT_EQ(std::stof(x), fv[r * 784 + j]) << r << "," << j;
+    }
+  }
+  std::string py = testing::python_with_numpy();
+  if (!py.empty()) {
+    std::string cmd = py + " -c \"import numpy as n; f=n.load('" + t.file("f/features_test.npy") +
+                      "'); l=n.load('" + t.file("f/labels_test.npy") +
+                      "'); assert f.shape==(96,784) and f.dtype==n.float32 and l.shape==(96,) and "
+                      "l[0]==9, (f.shape, l[:3])\"";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+}
+
+TEST(Run, BadCheckpointsAreClearErrors) {
+  NEED_FASHION();
+  testing::TempDir t;
+  std::string bad = t.file("bad.safetensors");
+  std::ofstream(bad) << "not a checkpoint at all";
+  auto r = run_hpmc("eval configs/fashion_ae.yaml --weights " + bad);
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_NE(r.err.find(bad), std::string::npos) << r.err;
+  // Another architecture: the MLP's checkpoint into the autoencoder.
+  ASSERT_EQ(run_hpmc("run configs/fashion_mlp.yaml --epochs 1 --set data.train_limit=64 --set "
+                     "data.test_limit=64 --progress quiet" + dirs(t, "m")).code, 0);
+  auto a = run_hpmc("eval configs/fashion_ae.yaml --weights " + t.file("m_w/fashion_mlp.safetensors"));
+  EXPECT_EQ(a.code, 4);
+  EXPECT_NE(a.err.find("no tensor 'conv1.weight'"), std::string::npos) << a.err;
+  EXPECT_EQ(std::count(a.err.begin(), a.err.end(), '\n'), 1) << a.err;
+}
+
+}  // namespace
+}  // namespace hpmc
