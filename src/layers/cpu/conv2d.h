@@ -1,0 +1,47 @@
+// conv2d.h — the CPU 2-d convolution layer (PyTorch's nn.Conv2d with a
+// square kernel, the same stride and zero padding on both axes).
+//
+// Layouts: input NCHW, weight KCRS ([out, in, kh, kw]), bias [out], output
+// NKPQ. The layer runs the im2col + gemm path of conv2d_ops.h in float32,
+// OpenMP over the images of the batch.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "layers/conv_shape.h"
+#include "layers/cpu/conv2d_ops.h"
+#include "layers/layer.h"
+
+namespace hpmc {
+
+struct Conv2dConfig {
+  int in_channels = 0, out_channels = 0, kernel = 3, stride = 1, padding = 0;
+  bool bias = true;
+};
+
+class Conv2dCPU : public LayerCPU {
+ public:
+  // Throws ConfigError for a non-positive size or stride, a negative
+  // padding, or a padding of a whole kernel or more.
+  Conv2dCPU(std::string name, const Conv2dConfig& cfg);
+
+  const char* type() const override { return "conv2d"; }
+  std::string describe() const override;  // "3x3 s1 p1"
+  Shape output_shape(const Shape& in) const override;
+  std::vector<ParamSpec> param_specs() const override;
+
+  const Conv2dConfig& config() const { return cfg_; }
+  // The full convolution sizes for an input shape (which must be valid).
+  Conv2dShape conv_shape(const Shape& in) const;
+
+ protected:
+  void forward_impl(const Tensor& x, Tensor& y) override;
+  void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  Conv2dConfig cfg_;
+  cpu::Conv2dWorkspace<float> ws_;  // per-thread buffers, reused across calls
+};
+
+}  // namespace hpmc

@@ -1,0 +1,340 @@
+// conv2d_ops.h — CPU 2-d convolution kernels, templated on the scalar type.
+//
+// Layouts: x is NCHW, w is KCRS, b is K, y is NKPQ (see conv_shape.h).
+// Two variants of every operation:
+//   * direct: the textbook seven nested loops, summed in double. Slow and
+//     plainly right — the oracle the tests hold the fast path (and later the
+//     GPU kernels) against. The input gradient is written as a gather, not as
+//     the transpose of im2col, so it checks col2im independently.
+//   * gemm: per image, im2col then one hpmc::gemm; OpenMP over the images of
+//     the batch, each thread with its own column buffer. A 1x1, stride-1,
+//     unpadded kernel skips im2col: the image already is its column matrix.
+// Both are templates so that the tests run the same code in double and
+// compare it with finite differences.
+//
+// Gradient convention (layer.h): the weight and bias gradients ACCUMULATE
+// (+=) into dw/db; the input gradient dx is OVERWRITTEN.
+//
+// Determinism: the gemm path gives each thread a static share of the images
+// and a private partial weight/bias gradient; the partials are then summed in
+// thread order, so a fixed thread count gives bit-identical results.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "core/blas.h"
+#include "core/threads.h"
+#include "layers/conv_shape.h"
+
+namespace hpmc::cpu {
+
+// ---- direct (oracle) --------------------------------------------------------
+
+namespace conv_detail {
+
+inline size_t at4(int a, int b, int c, int d, int nb, int nc, int nd) {
+  return ((size_t(a) * nb + b) * nc + c) * nd + d;
+}
+
+}  // namespace conv_detail
+
+// y = conv(x, w) + b; b may be null. Overwrites y.
+template <typename T>
+void conv2d_direct_forward(const Conv2dShape& sh, const T* x, const T* w, const T* b, T* y) {
+  using conv_detail::at4;
+  for (int n = 0; n < sh.N; ++n)
+    for (int k = 0; k < sh.K; ++k)
+      for (int p = 0; p < sh.P; ++p)
+        for (int q = 0; q < sh.Q; ++q) {
+          double acc = b ? double(b[k]) : 0.0;
+          for (int c = 0; c < sh.C; ++c)
+            for (int r = 0; r < sh.R; ++r) {
+              int ih = p * sh.stride - sh.pad + r;
+              if (ih < 0 || ih >= sh.H) continue;
+              for (int s = 0; s < sh.S; ++s) {
+                int iw = q * sh.stride - sh.pad + s;
+                if (iw < 0 || iw >= sh.W) continue;
+                acc += double(x[at4(n, c, ih, iw, sh.C, sh.H, sh.W)]) *
+                       double(w[at4(k, c, r, s, sh.C, sh.R, sh.S)]);
+              }
+            }
+          y[at4(n, k, p, q, sh.K, sh.P, sh.Q)] = T(acc);
+        }
+}
+
+// dx = dL/dx for dy = dL/dy. Overwrites dx.
+template <typename T>
+void conv2d_direct_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T* dx) {
+  using conv_detail::at4;
+  for (int n = 0; n < sh.N; ++n)
+    for (int c = 0; c < sh.C; ++c)
+      for (int ih = 0; ih < sh.H; ++ih)
+        for (int iw = 0; iw < sh.W; ++iw) {
+          // Output (p, q) saw this pixel through kernel tap (r, s) exactly
+          // when p·stride - pad + r == ih (and likewise for the width).
+          double acc = 0;
+          for (int k = 0; k < sh.K; ++k)
+            for (int r = 0; r < sh.R; ++r) {
+              int ph = ih + sh.pad - r;
+              if (ph < 0 || ph % sh.stride != 0 || ph / sh.stride >= sh.P) continue;
+              int p = ph / sh.stride;
+              for (int s = 0; s < sh.S; ++s) {
+                int qw = iw + sh.pad - s;
+                if (qw < 0 || qw % sh.stride != 0 || qw / sh.stride >= sh.Q) continue;
+                int q = qw / sh.stride;
+                acc += double(dy[at4(n, k, p, q, sh.K, sh.P, sh.Q)]) *
+                       double(w[at4(k, c, r, s, sh.C, sh.R, sh.S)]);
+              }
+            }
+          dx[at4(n, c, ih, iw, sh.C, sh.H, sh.W)] = T(acc);
+        }
+}
+
+// dw += dL/dw.
+template <typename T>
+void conv2d_direct_backward_weight(const Conv2dShape& sh, const T* x, const T* dy, T* dw) {
+  using conv_detail::at4;
+  for (int k = 0; k < sh.K; ++k)
+    for (int c = 0; c < sh.C; ++c)
+      for (int r = 0; r < sh.R; ++r)
+        for (int s = 0; s < sh.S; ++s) {
+          double acc = 0;
+          for (int n = 0; n < sh.N; ++n)
+            for (int p = 0; p < sh.P; ++p) {
+              int ih = p * sh.stride - sh.pad + r;
+              if (ih < 0 || ih >= sh.H) continue;
+              for (int q = 0; q < sh.Q; ++q) {
+                int iw = q * sh.stride - sh.pad + s;
+                if (iw < 0 || iw >= sh.W) continue;
+                acc += double(dy[at4(n, k, p, q, sh.K, sh.P, sh.Q)]) *
+                       double(x[at4(n, c, ih, iw, sh.C, sh.H, sh.W)]);
+              }
+            }
+          T& g = dw[at4(k, c, r, s, sh.C, sh.R, sh.S)];
+          g = T(double(g) + acc);
+        }
+}
+
+// db += dL/db (the sum of dy over the batch and the output plane).
+template <typename T>
+void conv2d_direct_backward_bias(const Conv2dShape& sh, const T* dy, T* db) {
+  const size_t plane = size_t(sh.P) * sh.Q;
+  for (int k = 0; k < sh.K; ++k) {
+    double acc = 0;
+    for (int n = 0; n < sh.N; ++n) {
+      const T* d = dy + (size_t(n) * sh.K + k) * plane;
+      for (size_t i = 0; i < plane; ++i) acc += double(d[i]);
+    }
+    db[k] = T(double(db[k]) + acc);
+  }
+}
+
+// ---- im2col / col2im ----------------------------------------------------------
+
+namespace conv_detail {
+
+// The outputs o in [lo, hi) of [0, count) whose input o·stride + offset lies
+// in [0, limit): computed once per kernel tap so the copy loops have no
+// per-element bounds test.
+inline void valid_range(int offset, int stride, int limit, int count, int& lo, int& hi) {
+  lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  int span = limit - offset;
+  hi = span <= 0 ? 0 : (span + stride - 1) / stride;
+  hi = std::min(hi, count);
+  lo = std::min(lo, hi);
+}
+
+}  // namespace conv_detail
+
+// One image x_img (C×H×W) to its column matrix col [C·R·S, P·Q]: row (c,r,s)
+// holds the input pixel each output position sees through tap (r,s) of
+// channel c, or 0 where that falls in the padding.
+template <typename T>
+void im2col(const Conv2dShape& sh, const T* x_img, T* col) {
+  const int Q = sh.Q;
+  for (int c = 0; c < sh.C; ++c)
+    for (int r = 0; r < sh.R; ++r)
+      for (int s = 0; s < sh.S; ++s) {
+        T* row = col + size_t((c * sh.R + r) * sh.S + s) * sh.P * Q;
+        int lo, hi;
+        conv_detail::valid_range(s - sh.pad, sh.stride, sh.W, Q, lo, hi);
+        for (int p = 0; p < sh.P; ++p) {
+          T* out = row + size_t(p) * Q;
+          int ih = p * sh.stride - sh.pad + r;
+          if (ih < 0 || ih >= sh.H) {
+            std::fill(out, out + Q, T(0));
+            continue;
+          }
+          const T* in = x_img + (size_t(c) * sh.H + ih) * sh.W + (s - sh.pad);
+          std::fill(out, out + lo, T(0));
+          for (int q = lo; q < hi; ++q) out[q] = in[q * sh.stride];
+          std::fill(out + hi, out + Q, T(0));
+        }
+      }
+}
+
+// The transpose of im2col: ADDS each column entry back onto the pixel it was
+// taken from (overlapping taps sum). The caller zeroes dx_img first.
+template <typename T>
+void col2im(const Conv2dShape& sh, const T* col, T* dx_img) {
+  const int Q = sh.Q;
+  for (int c = 0; c < sh.C; ++c)
+    for (int r = 0; r < sh.R; ++r)
+      for (int s = 0; s < sh.S; ++s) {
+        const T* row = col + size_t((c * sh.R + r) * sh.S + s) * sh.P * Q;
+        int lo, hi;
+        conv_detail::valid_range(s - sh.pad, sh.stride, sh.W, Q, lo, hi);
+        for (int p = 0; p < sh.P; ++p) {
+          int ih = p * sh.stride - sh.pad + r;
+          if (ih < 0 || ih >= sh.H) continue;
+          const T* in = row + size_t(p) * Q;
+          T* out = dx_img + (size_t(c) * sh.H + ih) * sh.W + (s - sh.pad);
+          for (int q = lo; q < hi; ++q) out[q * sh.stride] += in[q];
+        }
+      }
+}
+
+// ---- im2col + gemm (the fast path) ---------------------------------------------
+
+// Scratch memory of the gemm path, per thread, grown on demand and kept
+// between calls (a layer owns one). Not shareable between concurrent calls.
+template <typename T>
+struct Conv2dWorkspace {
+  std::vector<std::vector<T>> col;     // one image's column matrix
+  std::vector<std::vector<T>> dw, db;  // partial parameter gradients
+  std::vector<char> used;              // which threads hold a partial
+
+  // Room for `threads` threads; called outside parallel regions only, since
+  // the outer vectors must not move while threads use their slots.
+  void prepare(int threads) {
+    size_t n = size_t(std::max(threads, 1));
+    if (col.size() < n) {
+      col.resize(n);
+      dw.resize(n);
+      db.resize(n);
+    }
+    used.assign(n, 0);
+  }
+};
+
+namespace conv_detail {
+
+template <typename T>
+T* grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+// out[i] += Σ_t parts[t][i] over the threads that took part, in thread
+// order, so the rounding does not depend on which thread finished first.
+template <typename T>
+void reduce_in_thread_order(const std::vector<std::vector<T>>& parts, const std::vector<char>& used,
+                            size_t n, T* out) {
+  const int nt = int(used.size());
+#pragma omp parallel for schedule(static) if (n >= 4096)
+  for (ptrdiff_t i = 0; i < ptrdiff_t(n); ++i) {
+    T acc = 0;
+    for (int t = 0; t < nt; ++t)
+      if (used[t]) acc += parts[t][i];
+    out[i] += acc;
+  }
+}
+
+// Fill each output plane of one image with its bias, so the gemm can add
+// onto it (beta = 1) instead of making a second pass.
+template <typename T>
+void fill_bias(const Conv2dShape& sh, const T* b, T* y_img) {
+  const size_t plane = size_t(sh.P) * sh.Q;
+  for (int k = 0; k < sh.K; ++k) std::fill(y_img + k * plane, y_img + (k + 1) * plane, b[k]);
+}
+
+}  // namespace conv_detail
+
+// y = conv(x, w) + b; b may be null. Overwrites y.
+template <typename T>
+void conv2d_gemm_forward(const Conv2dShape& sh, const T* x, const T* w, const T* b, T* y,
+                         Conv2dWorkspace<T>& ws) {
+  ws.prepare(num_threads());
+  const int rows = sh.col_rows(), cols = sh.col_cols();
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < sh.N; ++n) {
+    const T* xn = x + n * sh.in_sample();
+    T* yn = y + n * sh.out_sample();
+    const T* col = xn;
+    if (!sh.is_pointwise()) {
+      T* buf = conv_detail::grow(ws.col[thread_index()], size_t(rows) * cols);
+      im2col(sh, xn, buf);
+      col = buf;
+    }
+    if (b) conv_detail::fill_bias(sh, b, yn);
+    // y_n [K, PQ] = W [K, CRS] · col [CRS, PQ] (+ bias already in y_n)
+    gemm(false, false, sh.K, cols, rows, T(1), w, rows, col, cols, T(b ? 1 : 0), yn, cols);
+  }
+}
+
+// dx = dL/dx for dy = dL/dy. Overwrites dx.
+template <typename T>
+void conv2d_gemm_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T* dx,
+                               Conv2dWorkspace<T>& ws) {
+  ws.prepare(num_threads());
+  const int rows = sh.col_rows(), cols = sh.col_cols();
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < sh.N; ++n) {
+    const T* dyn = dy + n * sh.out_sample();
+    T* dxn = dx + n * sh.in_sample();
+    // dcol [CRS, PQ] = W^T · dy_n; for a pointwise kernel dcol is dx_n itself.
+    if (sh.is_pointwise()) {
+      gemm(true, false, rows, cols, sh.K, T(1), w, rows, dyn, cols, T(0), dxn, cols);
+      continue;
+    }
+    T* buf = conv_detail::grow(ws.col[thread_index()], size_t(rows) * cols);
+    gemm(true, false, rows, cols, sh.K, T(1), w, rows, dyn, cols, T(0), buf, cols);
+    std::fill(dxn, dxn + sh.in_sample(), T(0));
+    col2im(sh, buf, dxn);
+  }
+}
+
+// dw += dL/dw and, if db is non-null, db += dL/db.
+template <typename T>
+void conv2d_gemm_backward_params(const Conv2dShape& sh, const T* x, const T* dy, T* dw, T* db,
+                                 Conv2dWorkspace<T>& ws) {
+  ws.prepare(num_threads());
+  const int rows = sh.col_rows(), cols = sh.col_cols();
+  const size_t wcount = sh.weight_count();
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < sh.N; ++n) {
+    const int t = thread_index();
+    T* pdw = conv_detail::grow(ws.dw[t], wcount);
+    T* pdb = db ? conv_detail::grow(ws.db[t], size_t(sh.K)) : nullptr;
+    if (!ws.used[t]) {  // this thread's first image: start its partials at 0
+      ws.used[t] = 1;
+      std::fill(pdw, pdw + wcount, T(0));
+      if (pdb) std::fill(pdb, pdb + sh.K, T(0));
+    }
+    const T* xn = x + n * sh.in_sample();
+    const T* dyn = dy + n * sh.out_sample();
+    const T* col = xn;
+    if (!sh.is_pointwise()) {
+      T* buf = conv_detail::grow(ws.col[t], size_t(rows) * cols);
+      im2col(sh, xn, buf);
+      col = buf;
+    }
+    // partial dW [K, CRS] += dy_n [K, PQ] · col^T [PQ, CRS]
+    gemm(false, true, sh.K, rows, cols, T(1), dyn, cols, col, cols, T(1), pdw, rows);
+    if (pdb)
+      for (int k = 0; k < sh.K; ++k) {
+        // A whole output plane (1024 values at 32x32) summed in float would
+        // lose ~1e-5; a double accumulator costs nothing next to the gemm.
+        const T* d = dyn + size_t(k) * cols;
+        double acc = 0;
+        for (int i = 0; i < cols; ++i) acc += double(d[i]);
+        pdb[k] += T(acc);
+      }
+  }
+  conv_detail::reduce_in_thread_order(ws.dw, ws.used, wcount, dw);
+  if (db) conv_detail::reduce_in_thread_order(ws.db, ws.used, size_t(sh.K), db);
+}
+
+}  // namespace hpmc::cpu

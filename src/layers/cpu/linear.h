@@ -1,0 +1,40 @@
+// linear.h — the CPU fully connected layer (PyTorch's nn.Linear).
+//
+// Input: a flat NCHW tensor (N, in_features, 1, 1) — a flatten layer must
+// come first after a conv. Weight [out, in], bias [out], output
+// (N, out_features, 1, 1). The kernels are in linear_ops.h (gemm, float32).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "layers/layer.h"
+
+namespace hpmc {
+
+struct LinearConfig {
+  int in_features = 0, out_features = 0;
+  bool bias = true;
+};
+
+class LinearCPU : public LayerCPU {
+ public:
+  // Throws ConfigError for a non-positive feature count.
+  LinearCPU(std::string name, const LinearConfig& cfg);
+
+  const char* type() const override { return "linear"; }
+  std::string describe() const override;  // "784->128"
+  Shape output_shape(const Shape& in) const override;
+  std::vector<ParamSpec> param_specs() const override;
+
+  const LinearConfig& config() const { return cfg_; }
+
+ protected:
+  void forward_impl(const Tensor& x, Tensor& y) override;
+  void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  LinearConfig cfg_;
+};
+
+}  // namespace hpmc
