@@ -65,6 +65,8 @@ struct Common {
 
 int run_main(int argc, char** argv) {
   CLI::App app{"hpmc — trains convolutional autoencoders and MLPs on the CPU and GPU", "hpmc"};
+  // A flag given twice takes its last value, as in most Unix tools.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.set_version_flag("--version", HPMC_VERSION);
   app.require_subcommand(1);
 

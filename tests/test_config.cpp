@@ -193,6 +193,7 @@ TEST(Config, DidYouMean) {
   EXPECT_EQ(did_you_mean("epoch", {"epochs", "lr", "seed"}), "epochs");
   EXPECT_EQ(did_you_mean("conv", {"conv2d", "linear", "relu"}), "conv2d");
   EXPECT_EQ(did_you_mean("zzzzzz", {"epochs", "lr"}), "");
+  EXPECT_EQ(did_you_mean("batch", {"batch_size", "lr"}), "batch_size");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "core/error.h"
@@ -168,7 +169,8 @@ TEST(Model, MissingRequiredLayerKey) {
 TEST(Model, ShapeMismatchNamesLayerAndBothShapes) {
   // A linear layer straight on an image: needs a flatten first.
   std::string text = kMlp;
-  text.replace(text.find("    - {name: flat, type: flatten}\n"), 35, "");
+  const std::string flat = "    - {name: flat, type: flatten}\n";
+  text.replace(text.find(flat), flat.size(), "");
   std::string e = build_error(text, kMnist);
   EXPECT_NE(e.find("m.yaml:6:"), std::string::npos) << e;
   EXPECT_NE(e.find("layer 'fc1' (linear)"), std::string::npos) << e;

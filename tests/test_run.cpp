@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli_runner.h"
+#include "io/grid.h"
 #include "io/npy.h"
 
 namespace hpmc {
@@ -187,8 +188,9 @@ TEST(Run, InitEvalReconAndFeatures) {
   std::string png = slurp(t.file("rc/recon.png"));
   ASSERT_GT(png.size(), 24u);
   // Documented size: 8 images in one row, 4x upscaled 28-pixel images (see io/grid.h).
-  EXPECT_EQ(be32(png, 16), uint32_t(grid_width_for_test(8, 28, 4, 8)));
-  EXPECT_EQ(be32(png, 20), uint32_t(grid_height_for_test(8, 28, 4, 8)));
+  const int cell = 28 * 4, cols = 8, rows = 1;
+  EXPECT_EQ(be32(png, 16), uint32_t(cols * cell + (cols + 1) * kGridPad));
+  EXPECT_EQ(be32(png, 20), uint32_t(rows * (2 * cell + kGridPad) + (rows - 1) * kGridPairGap + 2 * kGridPad));
 
   // features: CSV and .npy agree; labels in dataset order.
   auto fe = run_hpmc("features configs/fashion_ae.yaml --weights " + w + " --split test --format both --out " +

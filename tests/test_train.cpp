@@ -84,20 +84,20 @@ model:
 training: {epochs: 4, batch_size: 16, lr: 0.05, momentum: 0.9, seed: 2}
 )";
 
-struct Setup {
+struct Trained {
   Config cfg;
   std::unique_ptr<Model> model;
 };
 
-Setup make(const std::string& text, std::vector<Override> ov = {}) {
-  Setup s;
+Trained make(const std::string& text, std::vector<Override> ov = {}) {
+  Trained s;
   s.cfg = parse_config(text, "t.yaml", ov);
   s.model = Model::build(s.cfg, Impl::kCpu, Shape(1, 1, 28, 28), 10);
   s.model->params().init(s.cfg.training.seed);
   return s;
 }
 
-std::vector<EpochResult> train(Setup& s, const Dataset& tr, const Dataset& te) {
+std::vector<EpochResult> train(Trained& s, const Dataset& tr, const Dataset& te) {
   Trainer t(*s.model, s.cfg.training);
   t.set_progress(Trainer::Progress::kQuiet);
   std::ostringstream log;
@@ -105,7 +105,7 @@ std::vector<EpochResult> train(Setup& s, const Dataset& tr, const Dataset& te) {
 }
 
 TEST(Train, MlpLearnsSeparableSyntheticData) {
-  Setup s = make(kMlp);
+  Trained s = make(kMlp);
   Dataset tr = synthetic_classes(3000, 1), te = synthetic_classes(500, 2);
   auto r = train(s, tr, te);
   ASSERT_EQ(r.size(), 3u);
@@ -116,7 +116,7 @@ TEST(Train, MlpLearnsSeparableSyntheticData) {
 }
 
 TEST(Train, ConvAutoencoderLossFalls) {
-  Setup s = make(kAe);
+  Trained s = make(kAe);
   Dataset tr = synthetic_blobs(512, 3), te = synthetic_blobs(128, 4);
   EvalResult before = evaluate(*s.model, te, 32);
   auto r = train(s, tr, te);
@@ -126,13 +126,13 @@ TEST(Train, ConvAutoencoderLossFalls) {
 }
 
 TEST(Train, SameSeedSameWeightsBitForBit) {
-  Dataset tr = synthetic_blobs(100, 5), te;
-  Setup a = make(kAe), b = make(kAe);
+  Dataset tr = synthetic_blobs(100, 5);
+  Trained a = make(kAe), b = make(kAe);
   train(a, tr, synthetic_blobs(0, 1));
   train(b, tr, synthetic_blobs(0, 1));
   size_t n = a.model->params().padded() * sizeof(float);
   EXPECT_EQ(std::memcmp(a.model->params().params().raw(), b.model->params().params().raw(), n), 0);
-  Setup c = make(kAe, {{"training.seed=3", ""}});
+  Trained c = make(kAe, {{"training.seed=3", ""}});
   train(c, tr, synthetic_blobs(0, 1));
   EXPECT_NE(std::memcmp(a.model->params().params().raw(), c.model->params().params().raw(), n), 0);
 }
@@ -140,8 +140,8 @@ TEST(Train, SameSeedSameWeightsBitForBit) {
 TEST(Train, LastPartialBatchIsUsed) {
   // 17 samples at batch 16: the 17th must change the weights.
   Dataset tr = synthetic_blobs(17, 6);
-  Setup a = make(kAe, {{"training.epochs=1", ""}, {"training.shuffle=false", ""}});
-  Setup b = make(kAe, {{"training.epochs=1", ""}, {"training.shuffle=false", ""}});
+  Trained a = make(kAe, {{"training.epochs=1", ""}, {"training.shuffle=false", ""}});
+  Trained b = make(kAe, {{"training.epochs=1", ""}, {"training.shuffle=false", ""}});
   train(a, tr, synthetic_blobs(0, 1));
   train(b, tr.slice(0, 16), synthetic_blobs(0, 1));
   size_t n = a.model->params().padded() * sizeof(float);
@@ -157,7 +157,7 @@ TEST(Train, EpochOrderIsAShuffleFromSeedAndEpoch) {
 }
 
 TEST(Train, DivergenceStopsWithAClearError) {
-  Setup s = make(kMlp, {{"training.lr=100000", ""}});
+  Trained s = make(kMlp, {{"training.lr=100000", ""}});
   Dataset tr = synthetic_classes(640, 1);
   try {
     train(s, tr, synthetic_classes(64, 2));
@@ -177,7 +177,7 @@ TEST(Train, RealMnistDigitsMlpScoresAtLeast95Percent) {
   Dataset all = load_mnist(images, labels);
   ASSERT_EQ(all.size(), 10000);
   Dataset tr = all.slice(0, 8000), te = all.slice(8000, 2000);
-  Setup s = make(kMlp, {{"training.epochs=12", ""}});
+  Trained s = make(kMlp, {{"training.epochs=12", ""}});
   auto r = train(s, tr, te);
   std::cout << "  MNIST MLP, 8000 train / 2000 held out: test accuracy "
             << 100 * r.back().test.accuracy << "%\n";

@@ -64,7 +64,7 @@ void export_split(Model& model, const Dataset& d, const std::string& split, cons
 
   std::unique_ptr<AtomicFile> csv_file;
   std::unique_ptr<NpyWriter> npy_file;
-  std::vector<int32_t> labels(size_t(n));
+  std::vector<int32_t> labels(static_cast<size_t>(n));
   if (csv) {
     csv_file = std::make_unique<AtomicFile>(join_path(dir, "features_" + split + ".csv"));
     std::string header = "label";
@@ -72,13 +72,13 @@ void export_split(Model& model, const Dataset& d, const std::string& split, cons
     csv_file->write(header + "\n");
   }
   if (npy)
-    npy_file = std::make_unique<NpyWriter>(join_path(dir, "features_" + split + ".npy"), NpyDtype::kF32,
+    npy_file = std::make_unique<NpyWriter>(join_path(dir, "features_" + split + ".npy"), NpyDtype::kFloat32,
                                            std::vector<int64_t>{n, int64_t(dim)});
 
   model.allocate(std::max(batch, model.max_batch()));
   Tensor x = Tensor::empty(model.input_shape().with_batch(batch));
   Tensor lab = Tensor::empty(Shape(batch, 1, 1, 1), DType::kI32);
-  std::vector<int32_t> idx(size_t(batch));
+  std::vector<int32_t> idx(static_cast<size_t>(batch));
   std::string line;
   char buf[32];
   for (int b = 0; b < n; b += batch) {

@@ -89,7 +89,7 @@ int write_recon_grid(Model& model, const Dataset& test, int count, const std::st
   if (count <= 0) throw DataError("the test set is empty: no images to reconstruct");
   model.allocate(std::max(count, model.max_batch()));
   Tensor x = Tensor::empty(model.input_shape().with_batch(count));
-  std::vector<int32_t> idx(size_t(count));
+  std::vector<int32_t> idx(static_cast<size_t>(count));
   std::iota(idx.begin(), idx.end(), 0);
   gather_batch(test, idx.data(), count, x, nullptr);
   // Device -> host copy for the PNG (a no-op view on the CPU).

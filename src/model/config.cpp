@@ -50,7 +50,12 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
     if (d < best_d) best_d = d, best = c;
   }
   size_t limit = std::max<size_t>(2, word.size() / 3);
-  return best_d <= limit ? best : "";
+  if (best_d <= limit) return best;
+  // "batch" for "batch_size": a prefix of at least 4 letters is a good hint too.
+  if (word.size() >= 4)
+    for (const auto& c : candidates)
+      if (c.rfind(word, 0) == 0 || word.rfind(c, 0) == 0) return c;
+  return "";
 }
 
 // ---- ConfigSource / MapReader ----------------------------------------------
@@ -119,7 +124,19 @@ int MapReader::get_int(const std::string& key, int def, int lo, int hi) {
   return int(x);
 }
 
+void MapReader::check_misspelled(const std::string& key) const {
+  // A required key that is missing is often a typo of one that is present:
+  // report the typo, where it is, rather than the absence.
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    std::string k = it->first.as<std::string>();
+    if (k != key && !known_.count(k) && did_you_mean(k, {key}) == key)
+      throw ConfigError(str(src_.where(it->first, key_path(k)), ": unknown key '", key_path(k),
+                            "' (did you mean '", key, "'?)"));
+  }
+}
+
 int MapReader::require_int(const std::string& key, int lo, int hi) {
+  if (!has(key)) check_misspelled(key);
   if (!has(key)) fail(key, "is required (an integer)");
   return get_int(key, 0, lo, hi);
 }
@@ -196,12 +213,14 @@ std::string MapReader::get_string(const std::string& key, const std::string& def
 }
 
 std::string MapReader::require_string(const std::string& key) {
+  if (!has(key)) check_misspelled(key);
   if (!has(key)) fail(key, "is required");
   return get_string(key, "");
 }
 
 std::string MapReader::get_choice(const std::string& key, const std::string& def,
                                   const std::vector<std::string>& choices) {
+  if (def.empty() && !has(key)) check_misspelled(key);
   if (def.empty() && !has(key)) fail(key, str("is required (one of: ", join(choices, ", "), ")"));
   std::string s = get_string(key, def);
   if (std::find(choices.begin(), choices.end(), s) == choices.end()) {

@@ -58,6 +58,7 @@ class MapReader {
  private:
   std::string key_path(const std::string& key) const;
   YAML::Node value(const std::string& key);
+  void check_misspelled(const std::string& key) const;
 
   YAML::Node node_;
   std::string path_;

@@ -68,7 +68,7 @@ EvalResult evaluate(Model& model, const Dataset& data, int batch_size) {
   Tensor acc = Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model.device());
   Loss& loss = model.loss();
   bool lab = wants_labels(loss);
-  std::vector<int32_t> idx(size_t(batch_size));
+  std::vector<int32_t> idx(static_cast<size_t>(batch_size));
   for (int b = 0; b < r.samples; b += batch_size) {
     int n = std::min(batch_size, r.samples - b);
     std::iota(idx.begin(), idx.begin() + n, b);
