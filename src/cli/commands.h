@@ -39,7 +39,7 @@ struct ReconOptions : CommonOptions {
 
 struct FeaturesOptions : CommonOptions {
   std::string weights;
-  std::string split = "test";  // train | test | all
+  std::string split = "all";   // train | test | all
   std::string format = "both"; // csv | npy | both
   std::string out_dir;         // default: the config's output.dir
 };

@@ -3,6 +3,7 @@
 // error string and, for allocations, the bytes asked for and free.
 #include <cuda_runtime.h>
 
+#include "core/cuda_check.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/tensor.h"
@@ -15,6 +16,41 @@ void check(cudaError_t e, const char* what) {
     throw RuntimeError(str("CUDA error in ", what, ": ", cudaGetErrorString(e)));
 }
 }  // namespace
+
+namespace {
+bool g_sync_debug = false;
+}
+
+[[noreturn]] void cuda_fail(cudaError_t e, const char* stmt, const char* file, int line) {
+  cudaGetLastError();
+  std::string hint;
+  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
+    hint = "; is a CUDA GPU and its driver present? (`hpmc info` lists devices) or use --impl cpu";
+  if (e == cudaErrorMemoryAllocation) hint = "; try a smaller batch size (--batch)";
+  throw RuntimeError(str("CUDA error: ", cudaGetErrorString(e), " in `", stmt, "` at ", file, ":",
+                         line, hint));
+}
+
+void check_launch(const char* what, const char* file, int line) {
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess && g_sync_debug) e = cudaDeviceSynchronize();
+  if (e != cudaSuccess)
+    throw RuntimeError(str("CUDA error: ", cudaGetErrorString(e), " after ", what, " (", file, ":",
+                           line, ")", g_sync_debug ? "" : "; rerun with --sync-debug to locate it"));
+}
+
+void set_sync_debug(bool on) { g_sync_debug = on; }
+bool sync_debug() { return g_sync_debug; }
+
+void check_after(const std::string& what) {
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess && g_sync_debug) e = cudaDeviceSynchronize();
+  if (e != cudaSuccess)
+    throw RuntimeError(str("CUDA error: ", cudaGetErrorString(e), " in ", what,
+                           g_sync_debug ? "" : "; rerun with --sync-debug to locate it"));
+}
+
+void synchronize() { HPMC_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 bool compiled_with_cuda() { return true; }
 

@@ -21,6 +21,16 @@ bool compiled_with_cuda();
 std::vector<std::string> describe_devices();
 int device_count();
 
+// Synchronize and check after every kernel (--sync-debug), so a fault is
+// reported at the launch that caused it.
+void set_sync_debug(bool on);
+bool sync_debug();
+// Check for a pending CUDA error after `what` (e.g. "layer 'conv1' forward");
+// synchronizes first when sync-debug is on. A no-op without CUDA.
+void check_after(const std::string& what);
+// Wait for all queued GPU work (timing, logging); a no-op without CUDA.
+void synchronize();
+
 std::shared_ptr<void> allocate_shared(size_t bytes);
 void memset_zero(void* ptr, size_t bytes);
 void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);

@@ -19,6 +19,10 @@ namespace {
 bool compiled_with_cuda() { return false; }
 std::vector<std::string> describe_devices() { return {"none (built without CUDA)"}; }
 int device_count() { return 0; }
+void set_sync_debug(bool) {}
+bool sync_debug() { return false; }
+void check_after(const std::string&) {}
+void synchronize() {}
 std::shared_ptr<void> allocate_shared(size_t) { no_cuda(); }
 void memset_zero(void*, size_t) { no_cuda(); }
 void copy(void*, Device, const void*, Device, size_t) { no_cuda(); }

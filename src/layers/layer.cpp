@@ -1,5 +1,6 @@
 #include "layers/layer.h"
 
+#include "core/device.h"
 #include "core/error.h"
 
 namespace hpmc {
@@ -43,6 +44,7 @@ void Layer::forward(const Tensor& x, Tensor& y) {
   check_tensor(x, in, "input");
   check_tensor(y, output_shape(in), "output");
   forward_impl(x, y);
+  if (device() == Device::kGPU) gpu::check_after(str("layer '", name_, "' (", type(), ") forward"));
 }
 
 void Layer::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
@@ -55,6 +57,7 @@ void Layer::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
   check_tensor(dy, out, "output gradient");
   if (dx) check_tensor(*dx, in, "input gradient");
   backward_impl(x, y, dy, dx);
+  if (device() == Device::kGPU) gpu::check_after(str("layer '", name_, "' (", type(), ") backward"));
 }
 
 }  // namespace hpmc

@@ -9,6 +9,7 @@
 #include "layers/cpu/relu.h"
 #include "layers/cpu/softmax_ce_loss.h"
 #include "layers/cpu/upsample2d.h"
+#include "layers/gpu/factory.h"
 
 namespace hpmc {
 
@@ -40,14 +41,6 @@ const LayerRegistry& LayerRegistry::builtin() {
 
 namespace {
 
-// The GPU layers arrive with the GPU path; until then a GPU impl is refused
-// by name, with the way out.
-[[noreturn]] void no_gpu_layers(const LayerContext& ctx, const char* type) {
-  throw UsageError(str("layer '", ctx.name, "' (", type, "): --impl ", impl_name(ctx.impl),
-                       " runs on the GPU, and this version of hpmc has CPU layers only; "
-                       "use --impl cpu"));
-}
-
 LayerPtr make_conv2d(MapReader& k, const LayerContext& ctx) {
   Conv2dConfig c;
   c.in_channels = ctx.in.c;
@@ -58,7 +51,7 @@ LayerPtr make_conv2d(MapReader& k, const LayerContext& ctx) {
   c.bias = k.get_bool("bias", true);
   k.finish();
   if (ctx.impl == Impl::kCpu) return std::make_shared<Conv2dCPU>(ctx.name, c);
-  no_gpu_layers(ctx, "conv2d");
+  return gpu::make_conv2d(ctx.name, c, ctx.impl);
 }
 
 LayerPtr make_linear(MapReader& k, const LayerContext& ctx) {
@@ -68,7 +61,7 @@ LayerPtr make_linear(MapReader& k, const LayerContext& ctx) {
   c.bias = k.get_bool("bias", true);
   k.finish();
   if (ctx.impl == Impl::kCpu) return std::make_shared<LinearCPU>(ctx.name, c);
-  no_gpu_layers(ctx, "linear");
+  return gpu::make_linear(ctx.name, c, ctx.impl);
 }
 
 LayerPtr make_maxpool2d(MapReader& k, const LayerContext& ctx) {
@@ -77,26 +70,26 @@ LayerPtr make_maxpool2d(MapReader& k, const LayerContext& ctx) {
   c.stride = k.get_int("stride", c.kernel, 1, 1024);
   k.finish();
   if (ctx.impl == Impl::kCpu) return std::make_shared<MaxPool2dCPU>(ctx.name, c);
-  no_gpu_layers(ctx, "maxpool2d");
+  return gpu::make_maxpool2d(ctx.name, c);
 }
 
 LayerPtr make_upsample2d(MapReader& k, const LayerContext& ctx) {
   int scale = k.get_int("scale", 2, 1, 64);
   k.finish();
   if (ctx.impl == Impl::kCpu) return std::make_shared<UpSample2dCPU>(ctx.name, scale);
-  no_gpu_layers(ctx, "upsample2d");
+  return gpu::make_upsample2d(ctx.name, scale);
 }
 
 LayerPtr make_relu(MapReader& k, const LayerContext& ctx) {
   k.finish();
   if (ctx.impl == Impl::kCpu) return std::make_shared<ReLUCPU>(ctx.name);
-  no_gpu_layers(ctx, "relu");
+  return gpu::make_relu(ctx.name);
 }
 
 LayerPtr make_flatten(MapReader& k, const LayerContext& ctx) {
   k.finish();
   if (ctx.impl == Impl::kCpu) return std::make_shared<FlattenCPU>(ctx.name);
-  no_gpu_layers(ctx, "flatten");
+  return gpu::make_flatten(ctx.name);
 }
 
 }  // namespace
@@ -111,12 +104,10 @@ void register_builtin_layers(LayerRegistry& r) {
 }
 
 LossPtr make_loss(const std::string& type, Impl impl) {
-  if (impl != Impl::kCpu)
-    throw UsageError(str("loss ", type, ": --impl ", impl_name(impl),
-                         " runs on the GPU, and this version of hpmc has CPU layers only; "
-                         "use --impl cpu"));
-  if (type == "mse") return std::make_shared<MseLossCPU>();
-  if (type == "softmax_cross_entropy") return std::make_shared<SoftmaxCrossEntropyCPU>();
+  const bool gpu = impl != Impl::kCpu;
+  if (type == "mse") return gpu ? gpu::make_mse_loss() : std::make_shared<MseLossCPU>();
+  if (type == "softmax_cross_entropy")
+    return gpu ? gpu::make_softmax_ce_loss() : std::make_shared<SoftmaxCrossEntropyCPU>();
   throw ConfigError(str("unknown loss '", type, "'; choose mse or softmax_cross_entropy"));
 }
 

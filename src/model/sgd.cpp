@@ -1,9 +1,16 @@
 #include "model/sgd.h"
 
+#include "layers/gpu/factory.h"
+
 namespace hpmc {
 
 void sgd_step(ParamStore& store, const SgdConfig& cfg) {
-  HPMC_CHECK(store.device() == Device::kCPU, "the GPU SGD kernel is not part of this build");
+  if (store.device() == Device::kGPU) {
+    gpu::sgd_step(store.params().data<float>(), store.grads().data<float>(),
+                  store.momentum().data<float>(), store.padded(), cfg.lr, cfg.momentum,
+                  cfg.weight_decay);
+    return;
+  }
   float* p = store.params().data<float>();
   const float* g = store.grads().data<float>();
   float* v = store.momentum().data<float>();
