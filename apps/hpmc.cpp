@@ -77,6 +77,9 @@ int run_main(int argc, char** argv) {
   run->add_flag("--resume", ro.resume, "continue from the run's last checkpoint");
   run->add_flag("--overwrite", ro.overwrite, "replace the outputs of an earlier run");
   run->add_option("--init", ro.init, "start from the weights of this checkpoint (fresh optimizer)");
+  run->add_flag("--profile", ro.profile, "print a per-layer/per-kernel timing table at the end");
+  run->add_flag("--sync-debug", ro.sync_debug,
+                "synchronize and check after every GPU kernel, so a fault names its layer");
   run->add_option("--progress", ro.progress, "progress display: auto, bar, lines or quiet")
       ->check(CLI::IsMember({"auto", "bar", "lines", "quiet"}))
       ->capture_default_str();

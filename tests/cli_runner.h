@@ -25,7 +25,7 @@ inline std::string slurp(const std::string& path) {
 
 inline CliResult run_hpmc(const std::string& args) {
   TempDir tmp;
-  std::string cmd = std::string("cd '") + HPMC_SOURCE_DIR + "' && '" + HPMC_BINARY + "' " + args +
+  std::string cmd = "cd '" + source_dir() + "' && '" + hpmc_binary() + "' " + args +
                     " >'" + tmp.file("out") + "' 2>'" + tmp.file("err") + "' </dev/null";
   int status = std::system(cmd.c_str());
   CliResult r;

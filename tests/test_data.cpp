@@ -577,14 +577,14 @@ TEST(RealData, MnistTestDigits) {
   // wt/ is one level deeper.
   std::string dir;
   for (const char* rel : {"/../shared/data/mnist", "/../../shared/data/mnist"}) {
-    std::string d = std::string(HPMC_SOURCE_DIR) + rel;
+    std::string d = testing::source_dir() + rel;
     if (fs::exists(d + "/t10k-images-idx3-ubyte") || fs::exists(d + "/t10k-images-idx3-ubyte.gz")) {
       dir = d;
       break;
     }
   }
   if (dir.empty())
-    GTEST_SKIP() << "no MNIST t10k files in " HPMC_SOURCE_DIR "/../shared/data/mnist";
+    GTEST_SKIP() << "no MNIST t10k files in " << testing::source_dir() << "/../shared/data/mnist";
   auto pick = [&](const std::string& name) {
     return fs::exists(dir + "/" + name) ? dir + "/" + name : dir + "/" + name + ".gz";
   };

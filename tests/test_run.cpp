@@ -118,9 +118,9 @@ TEST(Run, SigtermThenResumeEqualsAnUninterruptedRun) {
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    std::string cmd = std::string(HPMC_BINARY) + " run " + args + dirs(t, "cut") + " >" +
+    std::string cmd = testing::hpmc_binary() + " run " + args + dirs(t, "cut") + " >" +
                       t.file("cut.log") + " 2>&1";
-    if (chdir(HPMC_SOURCE_DIR) != 0) _exit(99);
+    if (chdir(testing::source_dir().c_str()) != 0) _exit(99);
     execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), (char*)nullptr);
     _exit(98);
   }

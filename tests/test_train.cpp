@@ -170,14 +170,14 @@ TEST(Train, DivergenceStopsWithAClearError) {
 }
 
 TEST(Train, RealMnistDigitsMlpScoresAtLeast95Percent) {
-  std::string dir = std::string(HPMC_SOURCE_DIR) + "/../shared/data/mnist";
+  std::string dir = testing::source_dir() + "/../shared/data/mnist";
   std::string images = dir + "/t10k-images-idx3-ubyte.gz", labels = dir + "/t10k-labels-idx1-ubyte.gz";
   if (!std::filesystem::exists(images) || !std::filesystem::exists(labels))
     GTEST_SKIP() << "the real MNIST test set is not at " << dir << " (t10k-*-ubyte.gz)";
   Dataset all = load_mnist(images, labels);
   ASSERT_EQ(all.size(), 10000);
   Dataset tr = all.slice(0, 8000), te = all.slice(8000, 2000);
-  Trained s = make(kMlp, {{"training.epochs=12", ""}});
+  Trained s = make(kMlp, {{"training.epochs=15", ""}, {"training.momentum=0.9", ""}});
   auto r = train(s, tr, te);
   std::cout << "  MNIST MLP, 8000 train / 2000 held out: test accuracy "
             << 100 * r.back().test.accuracy << "%\n";

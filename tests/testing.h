@@ -16,6 +16,18 @@
 
 namespace hpmc::testing {
 
+// Where the sources and the hpmc binary are: fixed at build time, and
+// overridable (HPMC_TEST_SOURCE_DIR, HPMC_TEST_BINARY) so the same test
+// binary can run from a copy of the tree on another machine.
+inline std::string source_dir() {
+  const char* e = std::getenv("HPMC_TEST_SOURCE_DIR");
+  return e && *e ? e : HPMC_SOURCE_DIR;
+}
+inline std::string hpmc_binary() {
+  const char* e = std::getenv("HPMC_TEST_BINARY");
+  return e && *e ? e : HPMC_BINARY;
+}
+
 // Fill a float32 CPU tensor with U(lo, hi) drawn from `rng`.
 inline void fill_uniform(Tensor& t, Rng& rng, float lo = -1.f, float hi = 1.f) {
   float* p = t.data<float>();

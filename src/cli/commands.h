@@ -25,6 +25,8 @@ struct RunOptions : CommonOptions {
   bool resume = false;            // continue from <weights_dir>/<name>.safetensors
   bool overwrite = false;         // replace the outputs of an earlier run
   std::string init;               // start from this checkpoint's weights
+  bool profile = false;           // per-region timing table at the end
+  bool sync_debug = false;        // synchronize and check after every GPU kernel
 };
 
 struct EvalOptions : CommonOptions {

@@ -15,7 +15,9 @@
 #include "cli/outputs.h"
 #include "cli/session.h"
 #include "core/atomic_file.h"
+#include "core/device.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "model/checkpoint.h"
 #include "model/trainer.h"
 
@@ -89,6 +91,7 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
   if (o.resume && !o.init.empty())
     throw UsageError("--resume continues from the run's own checkpoint; --init starts a new run "
                      "from another one's weights: pick one");
+  gpu::set_sync_debug(o.sync_debug);
   Session s = open_session(o, out);
   const Config& cfg = s.cfg;
   const std::string dir = cfg.output.dir;
@@ -145,8 +148,17 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
 
   StopSignals signals;
   const bool autoencoder = model.loss().target_dtype() == DType::kF32;
-  trainer.on_step([&](const TrainState& st, double) {
-    if (cfg.output.log_every > 0 && st.global_step % cfg.output.log_every == 0) {
+  std::unique_ptr<Profiler> profiler;
+  if (o.profile) {
+    profiler = std::make_unique<Profiler>(model.device());
+    trainer.set_profiler(profiler.get());
+  }
+  trainer.on_step([&](TrainState& st) {
+    const bool log_row = cfg.output.log_every > 0 && st.global_step % cfg.output.log_every == 0;
+    const bool ckpt_now = cfg.output.checkpoint_every > 0 &&
+                          st.global_step % cfg.output.checkpoint_every == 0;
+    if (log_row || ckpt_now) trainer.sync_loss(st);
+    if (log_row) {
       MetricsRow r;
       r.epoch = st.epoch + 1;
       r.step = st.global_step;
@@ -154,8 +166,7 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
       r.seconds = st.epoch_seconds;
       metrics.add(r);
     }
-    if (cfg.output.checkpoint_every > 0 && st.global_step % cfg.output.checkpoint_every == 0)
-      save_checkpoint(ckpt, model, cfg, st, n_train);
+    if (ckpt_now) save_checkpoint(ckpt, model, cfg, st, n_train);
     return signals.caught() != 0;
   });
   trainer.on_epoch([&](const EpochResult& r, const TrainState& st) {
@@ -177,6 +188,7 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
   });
 
   trainer.fit(s.data.train, s.data.test, out, state);
+  if (profiler) profiler->print(out);
 
   if (state.epoch < cfg.training.epochs) {  // stopped by a signal
     save_checkpoint(ckpt, model, cfg, state, n_train);

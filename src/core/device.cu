@@ -54,6 +54,21 @@ void synchronize() { HPMC_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 bool compiled_with_cuda() { return true; }
 
+void* event_create() {
+  cudaEvent_t e;
+  HPMC_CUDA_CHECK(cudaEventCreate(&e));
+  return e;
+}
+void event_destroy(void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
+void event_record(void* e) { HPMC_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(e))); }
+float event_elapsed_ms(void* start, void* stop) {
+  HPMC_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(stop)));
+  float ms = 0;
+  HPMC_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start),
+                                       static_cast<cudaEvent_t>(stop)));
+  return ms;
+}
+
 int device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {

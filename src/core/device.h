@@ -31,6 +31,13 @@ void check_after(const std::string& what);
 // Wait for all queued GPU work (timing, logging); a no-op without CUDA.
 void synchronize();
 
+// CUDA events for timing (--profile): an opaque handle, recorded on the
+// default stream; elapsed_ms synchronizes on `stop`.
+void* event_create();
+void event_destroy(void* e);
+void event_record(void* e);
+float event_elapsed_ms(void* start, void* stop);
+
 std::shared_ptr<void> allocate_shared(size_t bytes);
 void memset_zero(void* ptr, size_t bytes);
 void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);

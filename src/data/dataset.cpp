@@ -4,6 +4,8 @@
 // cifar10.cpp; the layouts are described in dataset.h.
 #include "data/dataset.h"
 
+#include "core/rng.h"
+
 #include <array>
 #include <cstring>
 #include <filesystem>
@@ -241,6 +243,29 @@ DataSplits load_cifar10_dir(const std::string& dir) {
 
 DataSplits load_dataset(DataFormat f, const std::string& dir) {
   return f == DataFormat::kMnist ? load_mnist_dir(dir) : load_cifar10_dir(dir);
+}
+
+namespace {
+Dataset synthetic_split(DataFormat f, int n, uint64_t seed, const char* name) {
+  Dataset d;
+  d.source = str("synthetic ", data_format_name(f), " ", name, " (seed ", seed, ")");
+  Shape s = sample_shape(f);
+  d.images = Tensor::empty(s.with_batch(n), DType::kU8);
+  d.labels = Tensor::empty(Shape(n, 1, 1, 1), DType::kI32);
+  d.num_classes = num_classes(f);
+  Rng rng(seed);
+  uint8_t* px = d.images.data<uint8_t>();
+  for (size_t i = 0; i < d.images.numel(); ++i) px[i] = uint8_t(rng.next_u64() >> 56);
+  for (int i = 0; i < n; ++i) d.labels.data<int32_t>()[i] = int32_t(rng.below(uint64_t(d.num_classes)));
+  return d;
+}
+}  // namespace
+
+DataSplits synthetic_dataset(DataFormat f, uint64_t seed) {
+  DataSplits s;
+  s.train = synthetic_split(f, f == DataFormat::kMnist ? 60000 : 50000, seed, "train");
+  s.test = synthetic_split(f, 10000, seed + 1, "test");
+  return s;
 }
 
 }  // namespace hpmc

@@ -62,6 +62,11 @@ struct DataSplits {
 // .gz) in `dir` or in `dir/cifar-10-batches-bin`.
 DataSplits load_dataset(DataFormat f, const std::string& dir);
 
+// Random images and labels of the format's real shapes and split sizes
+// (MNIST 60000/10000, CIFAR-10 50000/10000), deterministic from `seed`: a
+// stand-in for benchmarks where the real files cannot be had.
+DataSplits synthetic_dataset(DataFormat f, uint64_t seed);
+
 // One IDX images file and its labels file; the images must be 28x28.
 Dataset load_mnist(const std::string& images_path, const std::string& labels_path);
 // CIFAR-10 binary batch files, concatenated in the order given.

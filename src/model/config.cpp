@@ -321,6 +321,7 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
     cfg.data.path = d.get_string("path", "data/" + cfg.data.format);
     cfg.data.train_limit = d.get_int("train_limit", 0, 0, std::numeric_limits<int>::max());
     cfg.data.test_limit = d.get_int("test_limit", 0, 0, std::numeric_limits<int>::max());
+    cfg.data.synthetic = d.get_bool("synthetic", false);
     d.finish();
     cfg.resolved["data"] = d.resolved();
   }

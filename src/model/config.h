@@ -80,6 +80,7 @@ struct DataConfig {
   std::string path;
   int train_limit = 0;  // 0: every sample
   int test_limit = 0;
+  bool synthetic = false;  // random data of the format's shape (benchmarks)
 };
 
 struct TrainingConfig {

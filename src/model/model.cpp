@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/profiler.h"
 #include "model/registry.h"
 
 namespace hpmc {
@@ -173,6 +174,7 @@ const Tensor& Model::forward(const Tensor& x, int last) {
   const Tensor* in = &x;
   for (int i = 0; i <= last; ++i) {
     acts_[size_t(i)].set_batch(n);
+    ProfileScope scope(profiler_, profiler_ ? layers_[size_t(i)]->name() + " fwd" : std::string());
     layers_[size_t(i)]->forward(*in, acts_[size_t(i)]);
     in = &acts_[size_t(i)];
   }
@@ -193,6 +195,7 @@ void Model::backward(const Tensor& x, const Tensor& dout) {
       views[i % 2] = bufs[i % 2]->view(in.shape().with_batch(n));
       dx = &views[i % 2];
     }
+    ProfileScope scope(profiler_, profiler_ ? layers_[size_t(i)]->name() + " bwd" : std::string());
     layers_[size_t(i)]->backward(in, acts_[size_t(i)], *dy, dx);
     dy = dx;
   }

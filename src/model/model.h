@@ -20,6 +20,10 @@
 #include "model/params.h"
 
 namespace hpmc {
+class Profiler;
+}
+
+namespace hpmc {
 
 class Model {
  public:
@@ -59,6 +63,10 @@ class Model {
   // Buffer for the loss gradient w.r.t. the model output (sized by allocate()).
   Tensor& output_grad() { return dout_; }
 
+  // Time every layer's forward and backward into `p` (null: off).
+  void set_profiler(Profiler* p) { profiler_ = p; }
+  Profiler* profiler() const { return profiler_; }
+
  private:
   Impl impl_ = Impl::kCpu;
   Shape in_, out_;
@@ -72,6 +80,7 @@ class Model {
   std::vector<Tensor> acts_;  // output of each layer
   Tensor grad_a_, grad_b_;    // ping-pong activation gradients
   Tensor dout_;
+  Profiler* profiler_ = nullptr;
 };
 
 }  // namespace hpmc

@@ -11,7 +11,10 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/device.h"
+#include "core/profiler.h"
 #include "core/rng.h"
+#include "model/batches.h"
 
 namespace hpmc {
 
@@ -63,18 +66,15 @@ EvalResult evaluate(Model& model, const Dataset& data, int batch_size) {
   if (r.samples == 0) return r;
   batch_size = std::min(batch_size, r.samples);
   model.allocate(std::max(batch_size, model.max_batch()));
-  Tensor x = Tensor::empty(model.input_shape().with_batch(batch_size));
-  Tensor labels = Tensor::empty(Shape(batch_size, 1, 1, 1), DType::kI32);
+  BatchFeeder feed(data, model.device(), batch_size, model.input_shape());
   Tensor acc = Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model.device());
   Loss& loss = model.loss();
-  bool lab = wants_labels(loss);
-  std::vector<int32_t> idx(static_cast<size_t>(batch_size));
+  const bool lab = wants_labels(loss);
   for (int b = 0; b < r.samples; b += batch_size) {
     int n = std::min(batch_size, r.samples - b);
-    std::iota(idx.begin(), idx.begin() + n, b);
-    gather_batch(data, idx.data(), n, x, &labels);
-    const Tensor& pred = model.forward(x);
-    loss.compute(pred, lab ? labels : x, nullptr, acc);
+    feed.load(b, n);
+    const Tensor& pred = model.forward(feed.x());
+    loss.compute(pred, lab ? feed.labels() : feed.x(), nullptr, acc);
   }
   double a[2];
   read_acc(acc, a);
@@ -94,8 +94,12 @@ void Trainer::step(const Tensor& x, const Tensor& target, Tensor& acc) {
   const Tensor& pred = model_.forward(x);
   Tensor& dpred = model_.output_grad();
   dpred.set_batch(x.shape().n);
-  model_.loss().compute(pred, target, &dpred, acc);
+  {
+    ProfileScope scope(profiler_, "loss");
+    model_.loss().compute(pred, target, &dpred, acc);
+  }
   model_.backward(x, dpred);
+  ProfileScope scope(profiler_, "sgd");
   sgd_step(model_.params(), sgd_);
 }
 
@@ -104,61 +108,73 @@ int Trainer::steps_per_epoch(int n) const {
   return bs > 0 ? (n + bs - 1) / bs : 0;
 }
 
+void Trainer::sync_loss(TrainState& state) {
+  double a[2];
+  read_acc(acc_, a);
+  state.loss_sum = a[0];
+  state.correct = a[1];
+  if (!std::isfinite(a[0]))
+    throw DivergedError(str("the training loss became ", a[0], " in epoch ", state.epoch + 1,
+                            " by step ", state.step, "; lower training.lr (now ", cfg_.lr,
+                            ") or check the data"));
+}
+
 std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
                                       std::ostream& out, TrainState& state) {
   const int n = train.size();
   if (n == 0) throw DataError("the training set is empty: nothing to train on");
+  n_train_ = n;
   const int bs = std::min(cfg_.batch_size, n);
   const int steps = steps_per_epoch(n);
   HPMC_CHECK(state.step >= 0 && state.step <= steps, "resumed at step ", state.step,
              " of an epoch of ", steps, " steps");
   model_.allocate(bs);
-  Tensor x = Tensor::empty(model_.input_shape().with_batch(bs));
-  Tensor labels = Tensor::empty(Shape(bs, 1, 1, 1), DType::kI32);
-  Tensor acc = Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model_.device());
+  model_.set_profiler(profiler_);
+  BatchFeeder feed(train, model_.device(), bs, model_.input_shape());
+  acc_ = Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model_.device());
   const bool lab = wants_labels(model_.loss());
+  const bool on_gpu = model_.device() == Device::kGPU;
 
   Progress mode = progress_;
   if (mode == Progress::kAuto) mode = isatty(STDOUT_FILENO) ? Progress::kBar : Progress::kLines;
   const int line_every = std::max(1, steps / 10);
+  // How often the host looks at the loss: every step on the CPU (free), about
+  // 1% of an epoch on the GPU (each look is a device->host copy and a sync).
+  const int look_every = on_gpu ? std::max(1, steps / 100) : 1;
 
   std::vector<EpochResult> results;
   for (; state.epoch < cfg_.epochs; ++state.epoch, state.step = 0, state.loss_sum = 0,
                                    state.correct = 0, state.epoch_seconds = 0) {
     const int epoch = state.epoch;
+    if (on_gpu) gpu::synchronize();
     auto t0 = Clock::now();
     const double seconds_before = state.epoch_seconds;
     const int first_step = state.step;
-    std::vector<int32_t> order = epoch_order(n, cfg_.seed, epoch, cfg_.shuffle);
-    // The accumulator restarts from what the epoch had summed before a resume.
-    {
+    feed.set_order(epoch_order(n, cfg_.seed, epoch, cfg_.shuffle));
+    {  // the accumulator restarts from what the epoch had summed before a resume
       Tensor h = Tensor::empty(Shape(2, 1, 1, 1), DType::kF64);
       h.data<double>()[0] = state.loss_sum;
       h.data<double>()[1] = state.correct;
-      acc.copy_from(h);
+      acc_.copy_from(h);
     }
-    double prev = state.loss_sum;
-    int seen = std::min(n, first_step * bs);
     for (int s = first_step; s < steps; ++s) {
       int b = std::min(bs, n - s * bs);
-      gather_batch(train, order.data() + size_t(s) * size_t(bs), b, x, &labels);
-      step(x, lab ? labels : x, acc);
-      seen += b;
-      double a[2];
-      read_acc(acc, a);
-      double batch_loss = (a[0] - prev) / b;
-      prev = a[0];
+      {
+        ProfileScope scope(profiler_, "gather batch");
+        feed.load(s * bs, b);
+      }
+      step(feed.x(), lab ? feed.labels() : feed.x(), acc_);
+      if (profiler_) profiler_->step_done();
       state.step = s + 1;
       state.global_step += 1;
-      state.loss_sum = a[0];
-      state.correct = a[1];
-      state.epoch_seconds = seconds_before + seconds_since(t0);
-      if (!std::isfinite(batch_loss))
-        throw DivergedError(str("the training loss became ", batch_loss, " at epoch ", epoch + 1,
-                                ", step ", s + 1, " of ", steps, "; lower training.lr (now ",
-                                cfg_.lr, ") or check the data"));
-      bool last = s + 1 == steps;
-      if (mode == Progress::kBar) {
+      const bool last = s + 1 == steps;
+      const bool look = last || (s + 1) % look_every == 0;
+      if (look) {
+        sync_loss(state);
+        state.epoch_seconds = seconds_before + seconds_since(t0);
+      }
+      const int seen = std::min(n, (s + 1) * bs);
+      if (look && mode == Progress::kBar) {
         double el = seconds_since(t0);
         double eta = el / (s + 1 - first_step) * (steps - s - 1);
         const int width = 30;
@@ -167,16 +183,19 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
         bar << "\r  epoch " << epoch + 1 << "/" << cfg_.epochs << " ["
             << std::string(size_t(fill), '=') << std::string(size_t(width - fill), ' ') << "] "
             << std::setw(3) << (s + 1) * 100 / steps << "% loss " << std::fixed
-            << std::setprecision(5) << a[0] / seen << " ETA " << format_duration(eta) << "   ";
+            << std::setprecision(5) << state.loss_sum / seen << " ETA " << format_duration(eta)
+            << "   ";
         out << bar.str() << std::flush;
         if (last) out << "\r" << std::string(bar.str().size(), ' ') << "\r" << std::flush;
       } else if (mode == Progress::kLines && ((s + 1) % line_every == 0) && !last) {
+        if (!look) sync_loss(state);
         out << "  epoch " << epoch + 1 << " step " << s + 1 << "/" << steps << "  loss "
-            << std::fixed << std::setprecision(5) << a[0] / seen << std::defaultfloat
+            << std::fixed << std::setprecision(5) << state.loss_sum / seen << std::defaultfloat
             << std::setprecision(6) << "\n" << std::flush;
       }
-      if (on_step_ && on_step_(state, batch_loss)) {
+      if (on_step_ && on_step_(state)) {
         if (mode == Progress::kBar) out << "\n";
+        sync_loss(state);
         return results;
       }
     }

@@ -5,7 +5,9 @@
 // partial batch is trained on, not dropped. After each epoch the trainer
 // evaluates the test set and reports train loss, test loss (and accuracy for
 // a classifier), images/s and the epoch's time. A NaN or Inf loss stops the
-// run with a DivergedError.
+// run with a DivergedError. On the GPU the loss is accumulated on the device
+// and read back only at progress updates (about every 1% of an epoch), at
+// checkpoints and at the end of the epoch; NaN is detected at those reads.
 #pragma once
 
 #include <functional>
@@ -16,6 +18,10 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "model/sgd.h"
+
+namespace hpmc {
+class Profiler;
+}
 
 namespace hpmc {
 
@@ -61,11 +67,13 @@ class Trainer {
   void on_epoch(std::function<void(const EpochResult&, const TrainState&)> f) {
     on_epoch_ = std::move(f);
   }
-  // Called after every step, with the step's mean loss; return true to stop
-  // training after this step (fit() then returns with state.epoch < epochs).
-  void on_step(std::function<bool(const TrainState&, double batch_loss)> f) {
-    on_step_ = std::move(f);
-  }
+  // Called after every step; return true to stop training after this step
+  // (fit() then returns with state.epoch < epochs). state.loss_sum and
+  // state.correct are current only after sync_loss(state).
+  void on_step(std::function<bool(TrainState&)> f) { on_step_ = std::move(f); }
+  // Read the device's loss accumulator into state (a host copy on the GPU)
+  // and stop with a DivergedError if it is not finite.
+  void sync_loss(TrainState& state);
 
   // Train until cfg.epochs, starting from `state` (a fresh state starts at
   // the beginning). `test` may be empty (size 0) to skip evaluation.
@@ -81,13 +89,18 @@ class Trainer {
   // Adds the batch's summed loss (and correct count) to acc.
   void step(const Tensor& x, const Tensor& target, Tensor& acc);
 
+  void set_profiler(Profiler* p) { profiler_ = p; }
+
  private:
   Model& model_;
   TrainingConfig cfg_;
   SgdConfig sgd_;
   Progress progress_ = Progress::kAuto;
   std::function<void(const EpochResult&, const TrainState&)> on_epoch_;
-  std::function<bool(const TrainState&, double)> on_step_;
+  std::function<bool(TrainState&)> on_step_;
+  Profiler* profiler_ = nullptr;
+  Tensor acc_;  // the loss accumulator of the epoch in progress, on the model's device
+  int n_train_ = 0;
 };
 
 }  // namespace hpmc

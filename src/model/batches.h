@@ -1,0 +1,38 @@
+// batches.h — feeds mini-batches to a model on its own device.
+//
+// On the CPU it gathers samples from the host dataset. On the GPU the
+// dataset is uploaded once, as uint8 (a quarter of float32's size), the
+// epoch's order is uploaded once per epoch, and each batch is gathered on the
+// device: a training step then makes no host<->device copy at all.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "data/dataset.h"
+
+namespace hpmc {
+
+class BatchFeeder {
+ public:
+  // `sample` is the model's per-sample input shape; batches hold up to max_batch.
+  BatchFeeder(const Dataset& data, Device device, int max_batch, const Shape& sample);
+
+  // The order in which load() reads samples (indices into the dataset).
+  void set_order(const std::vector<int32_t>& order);
+  // Fill x() and labels() with order[begin .. begin + n).
+  void load(int begin, int n);
+
+  Tensor& x() { return x_; }
+  Tensor& labels() { return labels_; }
+  int size() const { return data_.size(); }
+
+ private:
+  const Dataset& data_;
+  Device device_;
+  std::vector<int32_t> order_;
+  Tensor images_dev_, labels_dev_, order_dev_;  // GPU only
+  Tensor x_, labels_;
+};
+
+}  // namespace hpmc
