@@ -35,16 +35,6 @@ inline CliResult run_hpmc(const std::string& args) {
   return r;
 }
 
-// The Debian python3 (which has numpy when python3-numpy is installed), or
-// "" when no python3 with numpy is found.
-inline std::string python_with_numpy() {
-  for (const char* py : {"/usr/bin/python3", "python3"}) {
-    std::string cmd = std::string(py) + " -c 'import numpy' >/dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) return py;
-  }
-  return "";
-}
-
 inline const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
 
 }  // namespace hpmc::testing

@@ -187,7 +187,7 @@ TEST(Npy, ReaderRejectsMalformedFiles) {
   EXPECT_NO_THROW(read_npy(t.file("good.npy")));
 }
 
-bool have_numpy() { return std::system("python3 -c 'import numpy' >/dev/null 2>&1") == 0; }
+bool have_numpy() { return !testing::python_with_numpy().empty(); }
 
 TEST(Npy, NumpyLoadsBothDtypes) {
   if (!have_numpy()) GTEST_SKIP() << "python3 with numpy is not installed; numpy.load not tried";
@@ -205,7 +205,7 @@ TEST(Npy, NumpyLoadsBothDtypes) {
        "assert (f.ravel() == np.arange(24, dtype=np.float32) * 0.5 - 3.25).all(), f\n"
        "assert i.dtype == np.int32 and i.shape == (5,), (i.dtype, i.shape)\n"
        "assert i.tolist() == [3, -1, 0, 2**31 - 1, -2**31], i\n");
-  std::string cmd = "python3 " + t.file("check.py") + " " + t.file("f.npy") + " " + t.file("i.npy");
+  std::string cmd = testing::python_with_numpy() + " " + t.file("check.py") + " " + t.file("f.npy") + " " + t.file("i.npy");
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 

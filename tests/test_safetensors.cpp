@@ -358,7 +358,12 @@ with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 )PY";
 
-bool have_python() { return std::system("python3 -c 'import json, struct' >/dev/null 2>&1") == 0; }
+// Prefer the system python3 (with numpy when python3-numpy is installed).
+std::string python() {
+  std::string py = testing::python_with_numpy();
+  return py.empty() ? "python3" : py;
+}
+bool have_python() { return std::system((python() + " -c 'import json, struct' >/dev/null 2>&1").c_str()) == 0; }
 
 std::string hex(const std::string& s) {
   static const char* digits = "0123456789abcdef";
@@ -389,7 +394,7 @@ TEST(SafetensorsPython, PythonReadsWhatHpmcWrites) {
   std::string script = dir.file("reader.py");
   write_file_atomic(script, std::string(kPythonReader));
   int status = 0;
-  std::string out = run("python3 " + script + " " + path + " 2>&1", &status);
+  std::string out = run(python() + " " + script + " " + path + " 2>&1", &status);
   ASSERT_EQ(status, 0) << out;
   RecordProperty("python_reader", out.substr(0, out.find('\n')));
 
@@ -411,7 +416,7 @@ TEST(SafetensorsPython, HpmcReadsWhatPythonWrites) {
   std::string path = dir.file("py.safetensors"), script = dir.file("writer.py");
   write_file_atomic(script, std::string(kPythonWriter));
   int status = 0;
-  std::string out = run("python3 " + script + " " + path + " 2>&1", &status);
+  std::string out = run(python() + " " + script + " " + path + " 2>&1", &status);
   ASSERT_EQ(status, 0) << out;
 
   SafetensorsFile f = SafetensorsFile::read(path);

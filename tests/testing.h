@@ -28,6 +28,16 @@ inline std::string hpmc_binary() {
   return e && *e ? e : HPMC_BINARY;
 }
 
+// The Debian python3 (which has numpy when python3-numpy is installed), or
+// "" when no python3 with numpy is found.
+inline std::string python_with_numpy() {
+  for (const char* py : {"/usr/bin/python3", "python3"}) {
+    std::string cmd = std::string(py) + " -c 'import numpy' >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) return py;
+  }
+  return "";
+}
+
 // Fill a float32 CPU tensor with U(lo, hi) drawn from `rng`.
 inline void fill_uniform(Tensor& t, Rng& rng, float lo = -1.f, float hi = 1.f) {
   float* p = t.data<float>();

@@ -48,8 +48,8 @@ void export_split(Model& model, const Dataset& d, const std::string& split, cons
   const size_t dim = fs.per_sample();
   const bool csv = o.format != "npy", npy = o.format != "csv";
 
-  // Size check before writing anything: a CSV value takes up to ~15 bytes.
-  double csv_bytes = csv ? double(n) * (double(dim) * 15 + 4) : 0;
+  // Size check before writing anything: a CSV value takes about 11 bytes.
+  double csv_bytes = csv ? double(n) * (double(dim) * 11 + 4) : 0;
   double npy_bytes = npy ? double(n) * double(dim) * 4 + double(n) * 4 + 256 : 0;
   std::error_code ec;
   auto space = std::filesystem::space(dir, ec);

@@ -1,6 +1,7 @@
 #include "core/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -32,6 +33,10 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     throw RuntimeError(str("cannot create a file in ", dir, " to write ", path_, ": ",
                            std::strerror(errno), "; check that the directory exists and is writable"));
   tmp_ = buf.data();
+  // mkstemp creates 0600; give the file the mode an ordinary create would.
+  mode_t mask = umask(0);
+  umask(mask);
+  fchmod(fd, 0666 & ~mask);
   f_ = fdopen(fd, "wb");
   if (!f_) {
     ::close(fd);
