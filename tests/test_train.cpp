@@ -11,50 +11,11 @@
 #include "data/dataset.h"
 #include "model/model.h"
 #include "model/trainer.h"
+#include "synthetic_data.h"
 #include "testing.h"
 
 namespace hpmc {
 namespace {
-
-// n images of 1x28x28: noise, plus a bright 6x6 patch whose position encodes
-// the label (10 positions) — linearly separable, but only from the pixels.
-Dataset synthetic_classes(int n, uint64_t seed) {
-  Dataset d;
-  d.source = "synthetic";
-  d.images = Tensor::empty(Shape(n, 1, 28, 28), DType::kU8);
-  d.labels = Tensor::empty(Shape(n, 1, 1, 1), DType::kI32);
-  d.num_classes = 10;
-  Rng rng(seed);
-  uint8_t* px = d.images.data<uint8_t>();
-  for (int i = 0; i < n; ++i) {
-    int label = int(rng.below(10));
-    d.labels.data<int32_t>()[i] = label;
-    uint8_t* img = px + size_t(i) * 784;
-    for (int k = 0; k < 784; ++k) img[k] = uint8_t(rng.below(60));
-    int r0 = 2 + (label / 5) * 13, c0 = 1 + (label % 5) * 5;
-    for (int r = r0; r < r0 + 6; ++r)
-      for (int c = c0; c < c0 + 5; ++c) img[r * 28 + c] = uint8_t(180 + rng.below(76));
-  }
-  return d;
-}
-
-// Smooth images (a blurred blob at a random place) for an autoencoder.
-Dataset synthetic_blobs(int n, uint64_t seed) {
-  Dataset d;
-  d.source = "synthetic";
-  d.images = Tensor::empty(Shape(n, 1, 28, 28), DType::kU8);
-  d.labels = Tensor::zeros(Shape(n, 1, 1, 1), DType::kI32);
-  d.num_classes = 10;
-  Rng rng(seed);
-  for (int i = 0; i < n; ++i) {
-    double cy = 6 + 16 * rng.uniform01(), cx = 6 + 16 * rng.uniform01(), s = 3 + 3 * rng.uniform01();
-    uint8_t* img = d.images.data<uint8_t>() + size_t(i) * 784;
-    for (int r = 0; r < 28; ++r)
-      for (int c = 0; c < 28; ++c)
-        img[r * 28 + c] = uint8_t(255 * std::exp(-((r - cy) * (r - cy) + (c - cx) * (c - cx)) / (2 * s * s)));
-  }
-  return d;
-}
 
 const char* kMlp = R"(name: mlp
 data: {format: mnist}
@@ -106,7 +67,7 @@ std::vector<EpochResult> train(Trained& s, const Dataset& tr, const Dataset& te)
 
 TEST(Train, MlpLearnsSeparableSyntheticData) {
   Trained s = make(kMlp);
-  Dataset tr = synthetic_classes(3000, 1), te = synthetic_classes(500, 2);
+  Dataset tr = testing::synthetic_classes(3000, 1), te = testing::synthetic_classes(500, 2);
   auto r = train(s, tr, te);
   ASSERT_EQ(r.size(), 3u);
   EXPECT_LT(r.back().train_loss, r.front().train_loss);
@@ -117,7 +78,7 @@ TEST(Train, MlpLearnsSeparableSyntheticData) {
 
 TEST(Train, ConvAutoencoderLossFalls) {
   Trained s = make(kAe);
-  Dataset tr = synthetic_blobs(512, 3), te = synthetic_blobs(128, 4);
+  Dataset tr = testing::synthetic_blobs(512, 3), te = testing::synthetic_blobs(128, 4);
   EvalResult before = evaluate(*s.model, te, 32);
   auto r = train(s, tr, te);
   EXPECT_LT(r.back().test.loss, 0.5 * before.loss) << "before " << before.loss;
@@ -126,24 +87,24 @@ TEST(Train, ConvAutoencoderLossFalls) {
 }
 
 TEST(Train, SameSeedSameWeightsBitForBit) {
-  Dataset tr = synthetic_blobs(100, 5);
+  Dataset tr = testing::synthetic_blobs(100, 5);
   Trained a = make(kAe), b = make(kAe);
-  train(a, tr, synthetic_blobs(0, 1));
-  train(b, tr, synthetic_blobs(0, 1));
+  train(a, tr, testing::synthetic_blobs(0, 1));
+  train(b, tr, testing::synthetic_blobs(0, 1));
   size_t n = a.model->params().padded() * sizeof(float);
   EXPECT_EQ(std::memcmp(a.model->params().params().raw(), b.model->params().params().raw(), n), 0);
   Trained c = make(kAe, {{"training.seed=3", ""}});
-  train(c, tr, synthetic_blobs(0, 1));
+  train(c, tr, testing::synthetic_blobs(0, 1));
   EXPECT_NE(std::memcmp(a.model->params().params().raw(), c.model->params().params().raw(), n), 0);
 }
 
 TEST(Train, LastPartialBatchIsUsed) {
   // 17 samples at batch 16: the 17th must change the weights.
-  Dataset tr = synthetic_blobs(17, 6);
+  Dataset tr = testing::synthetic_blobs(17, 6);
   Trained a = make(kAe, {{"training.epochs=1", ""}, {"training.shuffle=false", ""}});
   Trained b = make(kAe, {{"training.epochs=1", ""}, {"training.shuffle=false", ""}});
-  train(a, tr, synthetic_blobs(0, 1));
-  train(b, tr.slice(0, 16), synthetic_blobs(0, 1));
+  train(a, tr, testing::synthetic_blobs(0, 1));
+  train(b, tr.slice(0, 16), testing::synthetic_blobs(0, 1));
   size_t n = a.model->params().padded() * sizeof(float);
   EXPECT_NE(std::memcmp(a.model->params().params().raw(), b.model->params().params().raw(), n), 0);
 }
@@ -158,9 +119,9 @@ TEST(Train, EpochOrderIsAShuffleFromSeedAndEpoch) {
 
 TEST(Train, DivergenceStopsWithAClearError) {
   Trained s = make(kMlp, {{"training.lr=100000", ""}});
-  Dataset tr = synthetic_classes(640, 1);
+  Dataset tr = testing::synthetic_classes(640, 1);
   try {
-    train(s, tr, synthetic_classes(64, 2));
+    train(s, tr, testing::synthetic_classes(64, 2));
     FAIL() << "training with lr 1e5 did not diverge";
   } catch (const DivergedError& e) {
     std::string m = e.what();
