@@ -7,13 +7,9 @@
 #include <string>
 
 #include "layers/layer.h"
+#include "layers/pool_spec.h"  // MaxPool2dConfig and the checks shared with the GPU layer
 
 namespace hpmc {
-
-struct MaxPool2dConfig {
-  int kernel = 2;
-  int stride = 0;  // 0 means = kernel (non-overlapping windows)
-};
 
 class MaxPool2dCPU : public LayerCPU {
  public:
@@ -24,15 +20,15 @@ class MaxPool2dCPU : public LayerCPU {
   // Throws ShapeError when the k×k window does not fit the H×W input.
   Shape output_shape(const Shape& in) const override;
 
-  int kernel() const { return kernel_; }
-  int stride() const { return stride_; }  // the effective stride (never 0)
+  int kernel() const { return spec_.kernel; }
+  int stride() const { return spec_.stride; }  // the effective stride (never 0)
 
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;
   void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 
  private:
-  int kernel_, stride_;
+  MaxPool2dSpec spec_;
 };
 
 }  // namespace hpmc

@@ -18,12 +18,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace hpmc {
+#include "layers/pool_spec.h"  // maxpool2d_out_size
 
-// Output extent along one axis; 0 when the window does not fit.
-inline int maxpool2d_out_size(int in, int kernel, int stride) {
-  return in < kernel ? 0 : (in - kernel) / stride + 1;
-}
+namespace hpmc {
 
 // Offset (within the plane) of the window's first maximum, or of its first
 // NaN if it holds one — so forward outputs NaN and backward routes there.

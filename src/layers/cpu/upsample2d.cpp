@@ -1,23 +1,19 @@
-// upsample2d.cpp — UpSample2dCPU: configuration check and a thin wrapper over
-// upsample2d_ops.h with T = float.
+// upsample2d.cpp — UpSample2dCPU: configuration check and shape from
+// layers/pool_spec.h, and a thin wrapper over upsample2d_ops.h with T = float.
 #include "layers/cpu/upsample2d.h"
 
-#include "core/error.h"
 #include "layers/cpu/upsample2d_ops.h"
+#include "layers/pool_spec.h"
 
 namespace hpmc {
 
 UpSample2dCPU::UpSample2dCPU(std::string name, int scale)
-    : LayerCPU(std::move(name)), scale_(scale) {
-  if (scale_ < 1)
-    throw ConfigError(str("upsample2d '", this->name(), "': scale must be at least 1, got ",
-                          scale_));
-}
+    : LayerCPU(std::move(name)), scale_(upsample2d_check_scale(this->name(), scale)) {}
 
-std::string UpSample2dCPU::describe() const { return str("nearest x", scale_); }
+std::string UpSample2dCPU::describe() const { return upsample2d_describe(scale_); }
 
 Shape UpSample2dCPU::output_shape(const Shape& in) const {
-  return Shape(in.n, in.c, in.h * scale_, in.w * scale_);
+  return upsample2d_output_shape(scale_, in);
 }
 
 void UpSample2dCPU::forward_impl(const Tensor& x, Tensor& y) {

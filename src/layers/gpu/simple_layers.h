@@ -1,0 +1,97 @@
+// simple_layers.h — the parameter-free GPU layers: ReLU, MaxPool2D,
+// UpSample2D (nearest) and Flatten. No CUDA type appears here; the kernels
+// live in simple_layers.cu, and a CUDA-less build never compiles or links
+// these classes (the factory in factory.h is the only way in).
+//
+// Each one matches its CPU class (layers/cpu) bit for bit, because each
+// output element is computed by the same float operations in the same order:
+//   ReLU       y = x < 0 ? 0 : x (NaN passes); dx = x > 0 ? dy : 0.
+//   MaxPool2D  one thread per output: the window's first maximum in row-major
+//              order (the first NaN if any, so NaN propagates); backward is a
+//              GATHER, one thread per dx element: it visits, in row-major
+//              window order, every window that contains the element and adds
+//              that window's dy when the window's (recomputed) first maximum
+//              is this element — the additions the CPU's scatter performs on
+//              that element, in the same order, starting from 0. No atomics,
+//              so overlapping windows (stride < kernel) are deterministic.
+//   UpSample2D forward one thread per output; backward one thread per dx
+//              summing its s×s block of dy in row-major order from 0.
+//   Flatten    a device-to-device copy (forward y ← x, backward dx ← dy).
+// Shapes, config checks and describe() come from layers/pool_spec.h, shared
+// with the CPU classes. All kernels run on the default stream; dx is
+// overwritten and a null dx skips the backward pass (layer.h).
+#pragma once
+
+#include <string>
+
+#include "layers/layer.h"
+#include "layers/pool_spec.h"
+
+namespace hpmc::gpu {
+
+class ReLUGPU : public LayerGPU {
+ public:
+  explicit ReLUGPU(std::string name);
+  const char* type() const override { return "relu"; }
+  const char* impl() const override { return "gpu"; }
+  Shape output_shape(const Shape& in) const override { return in; }
+
+ protected:
+  void forward_impl(const Tensor& x, Tensor& y) override;
+  void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+};
+
+class MaxPool2dGPU : public LayerGPU {
+ public:
+  // Throws ConfigError for kernel < 1 or stride < 0 (as MaxPool2dCPU).
+  MaxPool2dGPU(std::string name, const MaxPool2dConfig& cfg);
+  const char* type() const override { return "maxpool2d"; }
+  const char* impl() const override { return "gpu"; }
+  std::string describe() const override { return maxpool2d_describe(spec_); }
+  Shape output_shape(const Shape& in) const override { return maxpool2d_output_shape(spec_, in); }
+
+  int kernel() const { return spec_.kernel; }
+  int stride() const { return spec_.stride; }
+
+ protected:
+  void forward_impl(const Tensor& x, Tensor& y) override;
+  void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  MaxPool2dSpec spec_;
+};
+
+class UpSample2dGPU : public LayerGPU {
+ public:
+  // Throws ConfigError for scale < 1 (as UpSample2dCPU).
+  UpSample2dGPU(std::string name, int scale);
+  const char* type() const override { return "upsample2d"; }
+  const char* impl() const override { return "gpu"; }
+  std::string describe() const override { return upsample2d_describe(scale_); }
+  Shape output_shape(const Shape& in) const override {
+    return upsample2d_output_shape(scale_, in);
+  }
+
+  int scale() const { return scale_; }
+
+ protected:
+  void forward_impl(const Tensor& x, Tensor& y) override;
+  void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  int scale_;
+};
+
+class FlattenGPU : public LayerGPU {
+ public:
+  explicit FlattenGPU(std::string name);
+  const char* type() const override { return "flatten"; }
+  const char* impl() const override { return "gpu"; }
+  Shape output_shape(const Shape& in) const override { return flatten_output_shape(in); }
+
+ protected:
+  void forward_impl(const Tensor& x, Tensor& y) override;
+  void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+};
+
+}  // namespace hpmc::gpu
