@@ -5,6 +5,7 @@
 #include <ostream>
 #include <set>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "core/profiler.h"
 #include "model/registry.h"
@@ -23,6 +24,9 @@ std::string thousands(size_t n) {
 
 std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& sample,
                                     int num_classes) {
+  if (impl_device(impl) == Device::kGPU && gpu::device_count() == 0)
+    throw UsageError(str("--impl ", impl_name(impl), " runs on a CUDA GPU, but there is none usable here [",
+                         gpu::describe_devices().front(), "]; use --impl cpu"));
   auto m = std::make_unique<Model>();
   m->impl_ = impl;
   m->in_ = sample.with_batch(1);
