@@ -1,0 +1,757 @@
+// The implicit-GEMM family (src/layers/gpu/conv2d_implicit_gemm.cu) against
+// straightforward double-precision loops written here, aimed at its edge
+// logic: every GEMM extent at 1, prime, just below / at / just above each tile
+// size (16, 64, 128 for M and N; 8 for K), stride 2 with padding 2, 1x1 and 5x5
+// kernels, batch 1, the CIFAR autoencoder's layers, shapes that select each
+// tile configuration and the split-K path, the four GEMM transposes with
+// accumulate on and off, padded and misaligned leading dimensions and
+// pointers, determinism, NaN-poisoned outputs and accumulation.
+//
+// Every device array sits between guard zones: inputs' guards hold NaN (a read
+// past either end would poison a result), outputs' guards a sentinel that must
+// come back bit for bit (a write past either end is caught). Outputs that are
+// overwritten start as NaN, so an element left unwritten fails the comparison.
+//
+// Error bound: ‖gpu − ref‖∞ ≤ 1e-5·max(‖ref‖∞, 1e-30). Each output is an FP32
+// FMA chain of length L ≤ 2304 here (C·R·S, K·R·S, or a split-K slice of
+// N·P·Q, slices summed in double) over products of U(−1, 1) values. Rounding
+// errors of such a chain are independent and zero-mean, so the error of one
+// output is about u·sqrt(Σ_i s_i²) ≈ u·L/7 (u = 2^-24, partial sums s_i of
+// size ≈ sqrt(i/9)), i.e. ≈ 2e-5 absolute at L = 2304, while ‖ref‖∞ over
+// thousands of outputs is ≈ 4·sqrt(L/9) ≈ 64: a relative ≈ 3e-7, and the
+// worst of ~1e5 outputs (≈ 5σ) ≈ 1.5e-6, several times under 1e-5. The worst
+// case bound γ_L·Σ|a_i b_i| (≈ 1e-4 relative) never comes near for random
+// signs; an indexing error, by contrast, is O(1) relative. GEMM cases use
+// L ≤ 1000. The bias sum runs in double and is rounded once.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "gpu_testing.h"
+#include "layers/conv_shape.h"
+#include "layers/gpu/conv2d_kernels.h"
+#include "layers/gpu/implicit_fastdiv.h"
+#include "layers/gpu/implicit_plan.h"
+
+namespace hpmc {
+namespace {
+
+namespace imp = gpu::implicit;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kGuard = 1234.5f;  // outputs' guard zones
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+// ---- device arrays with guard zones ---------------------------------------------------
+
+class DevArray {
+ public:
+  static constexpr size_t kHead = 4, kTail = 64;
+
+  // n payload floats at offset kHead + misalign (misalign = 1 breaks 16-byte alignment).
+  explicit DevArray(size_t n, size_t misalign = 0)
+      : n_(n), off_(kHead + misalign), mem_(gpu::allocate_shared((off_ + n + kTail) * 4)) {}
+
+  float* ptr() { return static_cast<float*>(mem_.get()) + off_; }
+  size_t size() const { return n_; }
+
+  void upload(const std::vector<float>& payload, float guard) {
+    std::vector<float> all(off_ + n_ + kTail, guard);
+    std::copy(payload.begin(), payload.end(), all.begin() + long(off_));
+    gpu::copy(mem_.get(), Device::kGPU, all.data(), Device::kCPU, all.size() * 4);
+  }
+  std::vector<float> download_all() const {
+    std::vector<float> all(off_ + n_ + kTail);
+    gpu::copy(all.data(), Device::kCPU, mem_.get(), Device::kGPU, all.size() * 4);
+    return all;
+  }
+  std::vector<float> payload() const {
+    std::vector<float> all = download_all();
+    return std::vector<float>(all.begin() + long(off_), all.begin() + long(off_ + n_));
+  }
+  // The guard zones still hold `guard`, bit for bit.
+  ::testing::AssertionResult guards_intact(float guard) const {
+    std::vector<float> all = download_all();
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (i >= off_ && i < off_ + n_) continue;
+      if (!same_bits(all[i], guard))
+        return ::testing::AssertionFailure()
+               << "guard element " << (long(i) - long(off_)) << " (relative to the payload of "
+               << n_ << ") was overwritten with " << all[i];
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+ private:
+  size_t n_, off_;
+  std::shared_ptr<void> mem_;
+};
+
+std::vector<float> random_floats(size_t n, Rng& rng) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = rng.uniform(-1.f, 1.f);
+  return v;
+}
+
+// An input array: payload uploaded, guards NaN.
+std::unique_ptr<DevArray> input(const std::vector<float>& v, size_t misalign = 0) {
+  auto d = std::make_unique<DevArray>(v.size(), misalign);
+  d->upload(v, kNaN);
+  return d;
+}
+
+// ‖got − ref‖∞ ≤ 1e-5·max(‖ref‖∞, 1e-30), every element finite.
+::testing::AssertionResult matches(const std::vector<float>& got, const std::vector<double>& ref) {
+  if (got.size() != ref.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " vs " << ref.size();
+  double rmax = 0;
+  for (double r : ref) rmax = std::max(rmax, std::fabs(r));
+  const double tol = 1e-5 * std::max(rmax, 1e-30);
+  double worst = -1;
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i]))
+      return ::testing::AssertionFailure() << "element " << i << " is " << got[i] << " (ref "
+                                           << ref[i] << "): unwritten, or read out of range";
+    const double err = std::fabs(double(got[i]) - ref[i]);
+    if (err > worst) worst = err, at = i;
+  }
+  if (worst > tol)
+    return ::testing::AssertionFailure()
+           << "max |gpu - ref| = " << worst << " at element " << at << " (gpu " << got[at]
+           << ", ref " << ref[at] << ") exceeds 1e-5·‖ref‖∞ = " << tol << " of " << got.size();
+  return ::testing::AssertionSuccess();
+}
+
+void finish(const char* what) {
+  gpu::check_after(what);
+  gpu::synchronize();
+}
+
+// ---- double-precision references ------------------------------------------------------
+
+size_t idx4(int a, int b, int c, int d, int nb, int nc, int nd) {
+  return ((size_t(a) * nb + b) * nc + c) * nd + d;
+}
+
+std::vector<double> ref_forward(const Conv2dShape& s, const std::vector<float>& x,
+                                const std::vector<float>& w, const std::vector<float>* b) {
+  std::vector<double> y(size_t(s.N) * s.out_sample(), 0.0);
+  for (int n = 0; n < s.N; ++n)
+    for (int k = 0; k < s.K; ++k)
+      for (int p = 0; p < s.P; ++p)
+        for (int q = 0; q < s.Q; ++q) {
+          double acc = b ? double((*b)[k]) : 0.0;
+          for (int c = 0; c < s.C; ++c)
+            for (int r = 0; r < s.R; ++r) {
+              const int h = p * s.stride - s.pad + r;
+              if (h < 0 || h >= s.H) continue;
+              for (int t = 0; t < s.S; ++t) {
+                const int ww = q * s.stride - s.pad + t;
+                if (ww < 0 || ww >= s.W) continue;
+                acc += double(x[idx4(n, c, h, ww, s.C, s.H, s.W)]) *
+                       double(w[idx4(k, c, r, t, s.C, s.R, s.S)]);
+              }
+            }
+          y[idx4(n, k, p, q, s.K, s.P, s.Q)] = acc;
+        }
+  return y;
+}
+
+// Written as a scatter (each dy element to the pixels it came from), the
+// opposite of the kernel's gather.
+std::vector<double> ref_backward_data(const Conv2dShape& s, const std::vector<float>& dy,
+                                      const std::vector<float>& w) {
+  std::vector<double> dx(size_t(s.N) * s.in_sample(), 0.0);
+  for (int n = 0; n < s.N; ++n)
+    for (int k = 0; k < s.K; ++k)
+      for (int p = 0; p < s.P; ++p)
+        for (int q = 0; q < s.Q; ++q) {
+          const double g = dy[idx4(n, k, p, q, s.K, s.P, s.Q)];
+          for (int c = 0; c < s.C; ++c)
+            for (int r = 0; r < s.R; ++r) {
+              const int h = p * s.stride - s.pad + r;
+              if (h < 0 || h >= s.H) continue;
+              for (int t = 0; t < s.S; ++t) {
+                const int ww = q * s.stride - s.pad + t;
+                if (ww < 0 || ww >= s.W) continue;
+                dx[idx4(n, c, h, ww, s.C, s.H, s.W)] +=
+                    g * double(w[idx4(k, c, r, t, s.C, s.R, s.S)]);
+              }
+            }
+        }
+  return dx;
+}
+
+// The weight gradient alone (what backward_params adds to dw).
+std::vector<double> ref_weight_grad(const Conv2dShape& s, const std::vector<float>& x,
+                                    const std::vector<float>& dy) {
+  std::vector<double> dw(s.weight_count(), 0.0);
+  for (int n = 0; n < s.N; ++n)
+    for (int k = 0; k < s.K; ++k)
+      for (int p = 0; p < s.P; ++p)
+        for (int q = 0; q < s.Q; ++q) {
+          const double g = dy[idx4(n, k, p, q, s.K, s.P, s.Q)];
+          for (int c = 0; c < s.C; ++c)
+            for (int r = 0; r < s.R; ++r) {
+              const int h = p * s.stride - s.pad + r;
+              if (h < 0 || h >= s.H) continue;
+              for (int t = 0; t < s.S; ++t) {
+                const int ww = q * s.stride - s.pad + t;
+                if (ww < 0 || ww >= s.W) continue;
+                dw[idx4(k, c, r, t, s.C, s.R, s.S)] +=
+                    g * double(x[idx4(n, c, h, ww, s.C, s.H, s.W)]);
+              }
+            }
+        }
+  return dw;
+}
+
+std::vector<double> ref_bias_grad(const Conv2dShape& s, const std::vector<float>& dy) {
+  std::vector<double> db(size_t(s.K), 0.0);
+  for (int n = 0; n < s.N; ++n)
+    for (int k = 0; k < s.K; ++k)
+      for (int i = 0; i < s.P * s.Q; ++i) db[k] += dy[(size_t(n) * s.K + k) * s.P * s.Q + i];
+  return db;
+}
+
+// op(A)·op(B) for row-major A, B with leading dimensions.
+std::vector<double> ref_gemm(bool ta, bool tb, int m, int n, int k, const std::vector<float>& a,
+                             int lda, const std::vector<float>& b, int ldb) {
+  std::vector<double> c(size_t(m) * n, 0.0);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int p = 0; p < k; ++p) {
+        const double av = ta ? a[size_t(p) * lda + i] : a[size_t(i) * lda + p];
+        const double bv = tb ? b[size_t(j) * ldb + p] : b[size_t(p) * ldb + j];
+        acc += av * bv;
+      }
+      c[size_t(i) * n + j] = acc;
+    }
+  return c;
+}
+
+// ---- one convolution, all three passes -----------------------------------------------------
+
+std::string describe(const Conv2dShape& s) {
+  return str("N=", s.N, " C=", s.C, " H=", s.H, " W=", s.W, " K=", s.K, " R=", s.R, " S=", s.S,
+             " stride=", s.stride, " pad=", s.pad, " -> P=", s.P, " Q=", s.Q);
+}
+
+struct ConvCase {
+  int N, C, H, W, K, R, S, stride, pad;
+  Conv2dShape shape() const { return make_conv2d_shape(N, C, H, W, K, R, S, stride, pad); }
+};
+
+// Forward (with or without bias), backward_data and backward_params (dw and db
+// starting from random values: they accumulate) against the references, on
+// fresh random inputs drawn from `seed`. misalign = 1 shifts every device
+// array off 16-byte alignment (the scalar paths).
+void check_conv(const ConvCase& cc, uint64_t seed, bool bias = true, size_t misalign = 0) {
+  const Conv2dShape s = cc.shape();
+  SCOPED_TRACE(describe(s) + " seed=" + std::to_string(seed) + (bias ? "" : " no bias") +
+               (misalign ? " misaligned" : ""));
+  ASSERT_GT(s.P, 0);
+  ASSERT_GT(s.Q, 0);
+  Rng rng(seed);
+  const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
+  const std::vector<float> w = random_floats(s.weight_count(), rng);
+  const std::vector<float> b = random_floats(size_t(s.K), rng);
+  const std::vector<float> dy = random_floats(size_t(s.N) * s.out_sample(), rng);
+  const std::vector<float> dw0 = random_floats(s.weight_count(), rng);
+  const std::vector<float> db0 = random_floats(size_t(s.K), rng);
+
+  auto dx_in = input(x, misalign), dw_in = input(w, misalign), db_in = input(b, misalign),
+       ddy_in = input(dy, misalign);
+
+  // forward
+  DevArray y(dy.size(), misalign);
+  y.upload(std::vector<float>(dy.size(), kNaN), kGuard);
+  imp::conv2d_forward(s, dx_in->ptr(), dw_in->ptr(), bias ? db_in->ptr() : nullptr, y.ptr());
+  finish("implicit conv2d_forward");
+  EXPECT_TRUE(matches(y.payload(), ref_forward(s, x, w, bias ? &b : nullptr))) << "forward";
+  EXPECT_TRUE(y.guards_intact(kGuard)) << "forward";
+
+  // backward_data
+  DevArray dx(x.size(), misalign);
+  dx.upload(std::vector<float>(x.size(), kNaN), kGuard);
+  imp::conv2d_backward_data(s, ddy_in->ptr(), dw_in->ptr(), dx.ptr());
+  finish("implicit conv2d_backward_data");
+  EXPECT_TRUE(matches(dx.payload(), ref_backward_data(s, dy, w))) << "backward_data";
+  EXPECT_TRUE(dx.guards_intact(kGuard)) << "backward_data";
+
+  // backward_params: dw += ..., db += ...
+  DevArray dw(w.size(), misalign), db(b.size(), misalign);
+  dw.upload(dw0, kGuard);
+  db.upload(db0, kGuard);
+  imp::conv2d_backward_params(s, dx_in->ptr(), ddy_in->ptr(), dw.ptr(), bias ? db.ptr() : nullptr);
+  finish("implicit conv2d_backward_params");
+  std::vector<double> want_dw = ref_weight_grad(s, x, dy);
+  for (size_t i = 0; i < want_dw.size(); ++i) want_dw[i] += dw0[i];
+  EXPECT_TRUE(matches(dw.payload(), want_dw)) << "backward_params dw";
+  EXPECT_TRUE(dw.guards_intact(kGuard)) << "backward_params dw";
+  std::vector<double> want_db(db0.begin(), db0.end());
+  if (bias) {
+    const std::vector<double> g = ref_bias_grad(s, dy);
+    for (size_t i = 0; i < want_db.size(); ++i) want_db[i] += g[i];
+  }
+  EXPECT_TRUE(matches(db.payload(), want_db)) << "backward_params db";
+  EXPECT_TRUE(db.guards_intact(kGuard)) << "backward_params db";
+}
+
+void check_convs(const std::vector<ConvCase>& cases, uint64_t seed) {
+  for (const ConvCase& c : cases) check_conv(c, seed++);
+}
+
+// ---- one GEMM ------------------------------------------------------------------------------
+
+// C (m×n, leading dimension ldc) = or += op(A)·op(B). The padding columns of A,
+// B (beyond their logical width) hold NaN, those of C the guard value, which
+// must survive. misalign shifts C off 16-byte alignment.
+void check_gemm(bool ta, bool tb, int m, int n, int k, bool accumulate, uint64_t seed,
+                int pad_a = 0, int pad_b = 0, int pad_c = 0, size_t misalign = 0) {
+  const int lda = std::max(1, (ta ? m : k) + pad_a);
+  const int ldb = std::max(1, (tb ? k : n) + pad_b);
+  const int ldc = std::max(1, n + pad_c);
+  SCOPED_TRACE(str("gemm ta=", ta, " tb=", tb, " m=", m, " n=", n, " k=", k, " acc=", accumulate,
+                   " lda=", lda, " ldb=", ldb, " ldc=", ldc, " misalign=", misalign,
+                   " seed=", seed));
+  Rng rng(seed);
+  const int a_rows = ta ? k : m, a_cols = ta ? m : k;
+  const int b_rows = tb ? n : k, b_cols = tb ? k : n;
+  std::vector<float> a(size_t(a_rows) * lda, kNaN), b(size_t(b_rows) * ldb, kNaN);
+  for (int i = 0; i < a_rows; ++i)
+    for (int j = 0; j < a_cols; ++j) a[size_t(i) * lda + j] = rng.uniform(-1.f, 1.f);
+  for (int i = 0; i < b_rows; ++i)
+    for (int j = 0; j < b_cols; ++j) b[size_t(i) * ldb + j] = rng.uniform(-1.f, 1.f);
+  std::vector<float> c0(size_t(m) * ldc, kGuard);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j)
+      c0[size_t(i) * ldc + j] = accumulate ? rng.uniform(-1.f, 1.f) : kNaN;
+
+  auto da = input(a), dbm = input(b);
+  DevArray dc(c0.size(), misalign);
+  dc.upload(c0, kGuard);
+  imp::gemm(ta, tb, m, n, k, da->ptr(), lda, dbm->ptr(), ldb, dc.ptr(), ldc, accumulate);
+  finish("implicit gemm");
+
+  const std::vector<double> prod = ref_gemm(ta, tb, m, n, k, a, lda, b, ldb);
+  const std::vector<float> got_all = dc.payload();
+  std::vector<float> got(size_t(m) * n);
+  std::vector<double> want(size_t(m) * n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      got[size_t(i) * n + j] = got_all[size_t(i) * ldc + j];
+      want[size_t(i) * n + j] =
+          prod[size_t(i) * n + j] + (accumulate ? double(c0[size_t(i) * ldc + j]) : 0.0);
+    }
+  EXPECT_TRUE(matches(got, want));
+  for (int i = 0; i < m; ++i)
+    for (int j = n; j < ldc; ++j)
+      ASSERT_TRUE(same_bits(got_all[size_t(i) * ldc + j], kGuard))
+          << "C padding (" << i << ", " << j << ") overwritten with "
+          << got_all[size_t(i) * ldc + j];
+  EXPECT_TRUE(dc.guards_intact(kGuard));
+}
+
+// ---- the tests -------------------------------------------------------------------------------
+
+// (m, n, k): each extent at 1, primes, and around the tile sizes 16 / 64 / 128
+// (M, N) and 8 (K).
+struct Mnk {
+  int m, n, k;
+};
+const std::vector<Mnk> kGemmSizes = {
+    {1, 1, 1},      {1, 129, 7},    {129, 1, 9},     {2, 3, 1},       {13, 17, 8},
+    {15, 16, 9},    {16, 15, 17},   {17, 17, 16},    {31, 33, 31},    {63, 64, 65},
+    {64, 65, 63},   {65, 63, 64},   {127, 128, 129}, {128, 129, 127}, {129, 127, 128},
+    {257, 13, 300}, {13, 257, 300}, {3, 300, 257},   {300, 3, 1000},  {7, 11, 2},
+};
+
+TEST(GpuImplicit, GemmAllTransposesAndSizes) {
+  HPMC_REQUIRE_GPU();
+  uint64_t seed = 1000;
+  for (const Mnk& s : kGemmSizes)
+    for (int t = 0; t < 4; ++t)
+      for (int acc = 0; acc < 2; ++acc) check_gemm(t & 1, t & 2, s.m, s.n, s.k, acc, seed++);
+}
+
+// Large enough that the heuristic picks the 128×128 tiles on an H100 (144 blocks
+// ≥ 132 SMs), with partial tiles on both edges.
+TEST(GpuImplicit, GemmLargeTiles) {
+  HPMC_REQUIRE_GPU();
+  uint64_t seed = 2000;
+  for (int t = 0; t < 4; ++t) check_gemm(t & 1, t & 2, 2000, 1100, 37, t == 3, seed++);
+}
+
+// Leading dimensions above the minimum: odd ones (scalar epilogue) and ones that
+// keep 16-byte rows (float4 epilogue); the padding must be neither read (A, B
+// padding is NaN) nor written (C padding is a guard).
+TEST(GpuImplicit, GemmPaddedLeadingDimensions) {
+  HPMC_REQUIRE_GPU();
+  uint64_t seed = 3000;
+  for (const Mnk& s : {Mnk{37, 45, 29}, Mnk{130, 70, 19}, Mnk{5, 140, 33}, Mnk{140, 6, 12}})
+    for (int t = 0; t < 4; ++t)
+      for (int acc = 0; acc < 2; ++acc) {
+        check_gemm(t & 1, t & 2, s.m, s.n, s.k, acc, seed++, 3, 5, 3);  // ldc odd
+        const int to4 = (4 - s.n % 4) % 4;
+        check_gemm(t & 1, t & 2, s.m, s.n, s.k, acc, seed++, 1, 2, to4 + 4);  // ldc % 4 == 0
+      }
+}
+
+// C off 16-byte alignment with ldc % 4 == 0: the float4 path must step aside.
+TEST(GpuImplicit, GemmMisalignedOutput) {
+  HPMC_REQUIRE_GPU();
+  uint64_t seed = 4000;
+  for (int t = 0; t < 4; ++t)
+    for (int acc = 0; acc < 2; ++acc) check_gemm(t & 1, t & 2, 70, 68, 21, acc, seed++, 0, 0, 0, 1);
+}
+
+// k = 0: C = 0 without accumulate, unchanged with it; m or n = 0: nothing.
+TEST(GpuImplicit, GemmEmptyExtents) {
+  HPMC_REQUIRE_GPU();
+  check_gemm(false, false, 9, 10, 0, false, 5000);
+  check_gemm(true, true, 9, 10, 0, true, 5001);
+  DevArray c(16);
+  c.upload(std::vector<float>(16, kGuard), kGuard);
+  DevArray a(16), b(16);
+  a.upload(std::vector<float>(16, 1.f), kNaN);
+  b.upload(std::vector<float>(16, 1.f), kNaN);
+  imp::gemm(false, false, 0, 4, 4, a.ptr(), 4, b.ptr(), 4, c.ptr(), 4, false);
+  imp::gemm(false, false, 4, 0, 4, a.ptr(), 4, b.ptr(), 4, c.ptr(), 4, false);
+  finish("implicit gemm (empty)");
+  EXPECT_TRUE(c.guards_intact(kGuard));
+  for (float v : c.payload()) EXPECT_TRUE(same_bits(v, kGuard));
+}
+
+TEST(GpuImplicit, ConvAllExtentsOne) {
+  HPMC_REQUIRE_GPU();
+  check_convs({{1, 1, 1, 1, 1, 1, 1, 1, 0}, {1, 1, 3, 3, 1, 3, 3, 1, 0}}, 10);
+}
+
+// Each case lists its GEMM extents (M×N×K) for forward / backward_data / backward_params.
+TEST(GpuImplicit, ConvTileEdges) {
+  HPMC_REQUIRE_GPU();
+  check_convs(
+      {
+          {1, 7, 1, 13, 3, 1, 1, 1, 0},      // 13×3×7 / 13×7×3 / 3×7×13
+          {1, 8, 3, 5, 17, 1, 1, 1, 0},      // 15×17×8 / 15×8×17 / 17×8×15
+          {1, 9, 1, 17, 15, 1, 1, 1, 0},     // 17×15×9 / 17×9×15 / 15×9×17
+          {1, 16, 4, 4, 16, 1, 1, 1, 0},     // 16×16×16 everywhere
+          {1, 3, 7, 9, 65, 1, 1, 1, 0},      // 63×65×3 / 63×3×65 / 65×3×63
+          {1, 5, 5, 13, 63, 1, 1, 1, 0},     // 65×63×5 / 65×5×63 / 63×5×65
+          {1, 2, 8, 8, 64, 1, 1, 1, 0},      // 64×64×2 / 64×2×64 / 64×2×64
+          {1, 4, 1, 127, 129, 1, 1, 1, 0},   // 127×129×4 / 127×4×129 / 129×4×127
+          {3, 1, 1, 43, 127, 3, 3, 1, 1},    // 129×127×9 / 129×1×1143 / 127×9×129
+          {1, 17, 4, 4, 16, 3, 3, 1, 1},     // 16×16×153 / 16×17×144 / 16×153×16
+          {2, 13, 11, 11, 131, 3, 3, 1, 1},  // 242×131×117 / 242×13×1179 / 131×117×242
+          {1, 129, 3, 3, 5, 3, 3, 1, 1},     // 9×5×1161 / 9×129×45 / 5×1161×9
+          {1, 65, 5, 5, 17, 1, 1, 1, 0},     // 25×17×65 / 25×65×17 / 17×65×25
+          {1, 63, 2, 9, 127, 2, 2, 1, 0},    // 8×127×252 / 18×63×508 / 127×252×8
+          {2, 15, 3, 3, 7, 2, 2, 1, 1},      // 32×7×60 / 18×15×28 / 7×60×32
+          {1, 3, 3, 3, 7, 3, 3, 1, 0},       // 1×7×27 / 9×3×63 / 7×27×1
+      },
+      100);
+}
+
+TEST(GpuImplicit, ConvStride2Pad2) {
+  HPMC_REQUIRE_GPU();
+  check_convs({{2, 5, 11, 13, 7, 3, 3, 2, 2},
+               {1, 4, 9, 10, 6, 5, 5, 2, 2},
+               {3, 2, 8, 8, 9, 4, 4, 2, 2},
+               {2, 3, 7, 6, 5, 3, 3, 3, 2},
+               {1, 1, 5, 5, 1, 2, 2, 2, 2}},
+              200);
+}
+
+TEST(GpuImplicit, ConvPointwise) {
+  HPMC_REQUIRE_GPU();
+  check_convs({{2, 16, 7, 9, 33, 1, 1, 1, 0},
+               {2, 6, 9, 9, 5, 1, 1, 2, 0},
+               {1, 5, 4, 6, 3, 1, 1, 1, 1},
+               {3, 130, 5, 5, 20, 1, 1, 1, 0}},
+              300);
+}
+
+TEST(GpuImplicit, Conv5x5) {
+  HPMC_REQUIRE_GPU();
+  check_convs({{2, 3, 12, 12, 10, 5, 5, 1, 2}, {1, 6, 9, 11, 17, 5, 5, 1, 0}}, 400);
+}
+
+TEST(GpuImplicit, ConvBatch1) {
+  HPMC_REQUIRE_GPU();
+  check_convs({{1, 32, 16, 16, 64, 3, 3, 1, 1}, {1, 3, 32, 32, 16, 3, 3, 1, 1}}, 500);
+}
+
+// The CIFAR autoencoder's convolutions at batch 2 (3x3, pad 1). 3→256 and
+// 256→3 exercise the thin tiles (GEMM_N = 3 / GEMM_M = 3) and split-K.
+TEST(GpuImplicit, CifarAutoencoderShapes) {
+  HPMC_REQUIRE_GPU();
+  check_convs({{2, 3, 32, 32, 256, 3, 3, 1, 1},
+               {2, 256, 16, 16, 128, 3, 3, 1, 1},
+               {2, 128, 8, 8, 128, 3, 3, 1, 1},
+               {2, 128, 16, 16, 256, 3, 3, 1, 1},
+               {2, 256, 32, 32, 3, 3, 3, 1, 1}},
+              600);
+}
+
+// Shapes for which the heuristic picks the 128×128 tiles on an H100: forward
+// (M = 16348, N = 250), backward_data (M = 16348, N = 250) and
+// backward_params (M = 250, N = 540, split-K over N·P·Q = 1058).
+TEST(GpuImplicit, ConvLargeTiles) {
+  HPMC_REQUIRE_GPU();
+  check_convs({{4, 3, 61, 67, 250, 3, 3, 1, 1},
+               {4, 250, 61, 67, 3, 3, 3, 1, 1},
+               {2, 60, 23, 23, 250, 3, 3, 1, 1}},
+              700);
+}
+
+// No bias (db null) and every array off 16-byte alignment (scalar epilogues).
+TEST(GpuImplicit, ConvNoBiasAndMisaligned) {
+  HPMC_REQUIRE_GPU();
+  check_conv({2, 5, 8, 8, 12, 3, 3, 1, 1}, 800, /*bias=*/false);
+  check_conv({2, 5, 8, 8, 12, 3, 3, 1, 1}, 801, /*bias=*/true, /*misalign=*/1);
+  check_conv({2, 4, 10, 12, 130, 3, 3, 1, 1}, 802, /*bias=*/true, /*misalign=*/1);
+  check_conv({2, 3, 32, 32, 5, 3, 3, 1, 1}, 803, /*bias=*/false, /*misalign=*/1);
+}
+
+// Two runs on the same inputs give the same bits (split-K included).
+TEST(GpuImplicit, Deterministic) {
+  HPMC_REQUIRE_GPU();
+  const std::vector<ConvCase> cases = {{2, 256, 16, 16, 128, 3, 3, 1, 1},
+                                       {2, 256, 32, 32, 3, 3, 3, 1, 1},
+                                       {2, 60, 23, 23, 250, 3, 3, 1, 1},
+                                       {2, 3, 32, 32, 256, 3, 3, 1, 1}};
+  uint64_t seed = 900;
+  for (const ConvCase& cc : cases) {
+    const Conv2dShape s = cc.shape();
+    SCOPED_TRACE(describe(s));
+    Rng rng(seed++);
+    const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
+    const std::vector<float> w = random_floats(s.weight_count(), rng);
+    const std::vector<float> b = random_floats(size_t(s.K), rng);
+    const std::vector<float> dy = random_floats(size_t(s.N) * s.out_sample(), rng);
+    const std::vector<float> dw0 = random_floats(s.weight_count(), rng);
+    auto dx_in = input(x), dw_in = input(w), db_in = input(b), ddy_in = input(dy);
+    std::vector<float> runs[2][4];
+    for (int run = 0; run < 2; ++run) {
+      DevArray y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
+      y.upload(std::vector<float>(dy.size(), kNaN), kGuard);
+      dx.upload(std::vector<float>(x.size(), kNaN), kGuard);
+      dw.upload(dw0, kGuard);
+      db.upload(b, kGuard);
+      imp::conv2d_forward(s, dx_in->ptr(), dw_in->ptr(), db_in->ptr(), y.ptr());
+      imp::conv2d_backward_data(s, ddy_in->ptr(), dw_in->ptr(), dx.ptr());
+      imp::conv2d_backward_params(s, dx_in->ptr(), ddy_in->ptr(), dw.ptr(), db.ptr());
+      finish("implicit conv2d (determinism)");
+      runs[run][0] = y.payload();
+      runs[run][1] = dx.payload();
+      runs[run][2] = dw.payload();
+      runs[run][3] = db.payload();
+    }
+    const char* names[4] = {"forward", "backward_data", "dw", "db"};
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_EQ(runs[0][i].size(), runs[1][i].size());
+      EXPECT_EQ(0, std::memcmp(runs[0][i].data(), runs[1][i].data(), runs[0][i].size() * 4))
+          << names[i] << " differs between two runs";
+    }
+  }
+  // The GEMM, with the large tiles.
+  Rng rng(seed);
+  const std::vector<float> a = random_floats(2000 * 37, rng), b = random_floats(37 * 1100, rng);
+  auto da = input(a), dbm = input(b);
+  std::vector<float> out[2];
+  for (int run = 0; run < 2; ++run) {
+    DevArray c(2000 * 1100);
+    c.upload(std::vector<float>(2000 * 1100, kNaN), kGuard);
+    imp::gemm(false, false, 2000, 1100, 37, da->ptr(), 37, dbm->ptr(), 1100, c.ptr(), 1100, false);
+    finish("implicit gemm (determinism)");
+    out[run] = c.payload();
+  }
+  EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4)) << "gemm";
+}
+
+// Outputs that are overwritten start as NaN (and, in a second round, +inf) and
+// come back finite and right; the guards around them survive.
+TEST(GpuImplicit, PoisonedOutputsFullyOverwritten) {
+  HPMC_REQUIRE_GPU();
+  for (float poison : {kNaN, std::numeric_limits<float>::infinity()}) {
+    for (const ConvCase& cc : std::vector<ConvCase>{{2, 7, 9, 11, 13, 3, 3, 1, 1},
+                                                    {2, 3, 32, 32, 256, 3, 3, 1, 1},
+                                                    {2, 256, 32, 32, 3, 3, 3, 1, 1}}) {
+      const Conv2dShape s = cc.shape();
+      SCOPED_TRACE(describe(s) + " poison=" + std::to_string(poison));
+      Rng rng(1100);
+      const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
+      const std::vector<float> w = random_floats(s.weight_count(), rng);
+      const std::vector<float> dy = random_floats(size_t(s.N) * s.out_sample(), rng);
+      auto dx_in = input(x), dw_in = input(w), ddy_in = input(dy);
+      DevArray y(dy.size()), dx(x.size());
+      y.upload(std::vector<float>(dy.size(), poison), kGuard);
+      dx.upload(std::vector<float>(x.size(), poison), kGuard);
+      imp::conv2d_forward(s, dx_in->ptr(), dw_in->ptr(), nullptr, y.ptr());
+      imp::conv2d_backward_data(s, ddy_in->ptr(), dw_in->ptr(), dx.ptr());
+      finish("implicit conv2d (poison)");
+      EXPECT_TRUE(matches(y.payload(), ref_forward(s, x, w, nullptr)));
+      EXPECT_TRUE(matches(dx.payload(), ref_backward_data(s, dy, w)));
+      EXPECT_TRUE(y.guards_intact(kGuard));
+      EXPECT_TRUE(dx.guards_intact(kGuard));
+    }
+  }
+  check_gemm(true, false, 45, 77, 19, false, 1101);  // C starts as NaN
+}
+
+// backward_params adds: two calls on the same dw give dw0 + 2·Δ (split-K and
+// direct paths), and a null db is allowed.
+TEST(GpuImplicit, BackwardParamsAccumulates) {
+  HPMC_REQUIRE_GPU();
+  uint64_t seed = 1200;
+  for (const ConvCase& cc : std::vector<ConvCase>{{1, 4, 3, 3, 5, 3, 3, 1, 1},    // 1 slice
+                                                  {2, 3, 32, 32, 5, 3, 3, 1, 1},  // split-K
+                                                  {2, 256, 16, 16, 128, 3, 3, 1, 1}}) {
+    for (bool with_db : {true, false}) {
+      const Conv2dShape s = cc.shape();
+      SCOPED_TRACE(describe(s) + (with_db ? "" : " db=null"));
+      Rng rng(seed++);
+      const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
+      const std::vector<float> dy = random_floats(size_t(s.N) * s.out_sample(), rng);
+      const std::vector<float> dw0 = random_floats(s.weight_count(), rng);
+      const std::vector<float> db0 = random_floats(size_t(s.K), rng);
+      auto dx_in = input(x), ddy_in = input(dy);
+      DevArray dw(dw0.size()), db(db0.size());
+      dw.upload(dw0, kGuard);
+      db.upload(db0, kGuard);
+      for (int rep = 0; rep < 2; ++rep)
+        imp::conv2d_backward_params(s, dx_in->ptr(), ddy_in->ptr(), dw.ptr(),
+                                    with_db ? db.ptr() : nullptr);
+      finish("implicit conv2d_backward_params (accumulate)");
+      const std::vector<double> g = ref_weight_grad(s, x, dy);
+      std::vector<double> want(dw0.size());
+      for (size_t i = 0; i < want.size(); ++i) want[i] = double(dw0[i]) + 2.0 * g[i];
+      EXPECT_TRUE(matches(dw.payload(), want));
+      EXPECT_TRUE(dw.guards_intact(kGuard));
+      std::vector<double> want_db(db0.begin(), db0.end());
+      if (with_db) {
+        const std::vector<double> gb = ref_bias_grad(s, dy);
+        for (size_t i = 0; i < want_db.size(); ++i) want_db[i] += 2.0 * gb[i];
+      }
+      const std::vector<float> got_db = db.payload();
+      if (with_db) {
+        EXPECT_TRUE(matches(got_db, want_db));
+      } else {
+        for (size_t i = 0; i < got_db.size(); ++i) EXPECT_TRUE(same_bits(got_db[i], db0[i]));
+      }
+      EXPECT_TRUE(db.guards_intact(kGuard));
+    }
+  }
+}
+
+// A batch of zero is a no-op for every pass.
+TEST(GpuImplicit, ConvEmptyBatch) {
+  HPMC_REQUIRE_GPU();
+  const Conv2dShape s = make_conv2d_shape(0, 3, 8, 8, 4, 3, 3, 1, 1);
+  DevArray x(8), w(size_t(s.weight_count())), y(8), dw(size_t(s.weight_count())), db(4);
+  x.upload(std::vector<float>(8, 1.f), kGuard);
+  w.upload(std::vector<float>(w.size(), 1.f), kGuard);
+  y.upload(std::vector<float>(8, kGuard), kGuard);
+  dw.upload(std::vector<float>(dw.size(), kGuard), kGuard);
+  db.upload(std::vector<float>(4, kGuard), kGuard);
+  imp::conv2d_forward(s, x.ptr(), w.ptr(), nullptr, y.ptr());
+  imp::conv2d_backward_data(s, x.ptr(), w.ptr(), y.ptr());
+  imp::conv2d_backward_params(s, x.ptr(), x.ptr(), dw.ptr(), db.ptr());
+  finish("implicit conv2d (empty batch)");
+  for (const DevArray* a : {&y, &dw, &db}) {
+    EXPECT_TRUE(a->guards_intact(kGuard));
+    for (float v : a->payload()) EXPECT_TRUE(same_bits(v, kGuard));
+  }
+}
+
+// ---- host-only: the multiply-high division the kernels index with ---------------------------
+
+TEST(ImplicitFastDiv, MatchesIntegerDivision) {
+  using gpu::implicit_detail::FastDiv;
+  std::vector<int> divisors;
+  for (int d = 1; d <= 1100; ++d) divisors.push_back(d);
+  for (int e = 11; e <= 30; ++e)
+    for (int delta : {-1, 0, 1}) divisors.push_back((1 << e) + delta);
+  for (int d : {2147483647, 1000003, 65521, 9 * 9, 32 * 32, 1073741789, 3 * 61 * 67})
+    divisors.push_back(d);
+  Rng rng(77);
+  for (int d : divisors) {
+    const FastDiv f(d);
+    std::vector<int64_t> xs = {0,          1,          2,          d - 1,     d, int64_t(d) + 1,
+                               2147483647, 2147483646, 1073741823, 1073741824};
+    for (int i = 0; i < 300; ++i) xs.push_back(int64_t(rng.below(2147483648ull)));
+    for (int i = 0; i < 50; ++i) {  // around multiples of d
+      const int64_t q = int64_t(rng.below(uint64_t(2147483647 / d) + 1));
+      for (int64_t delta : {-1, 0, 1}) xs.push_back(q * d + delta);
+    }
+    for (int64_t xv : xs) {
+      if (xv < 0 || xv > 2147483647) continue;
+      const int x = int(xv);
+      int q, r;
+      f.divmod(x, q, r);
+      ASSERT_EQ(q, x / d) << x << " / " << d;
+      ASSERT_EQ(r, x % d) << x << " % " << d;
+    }
+  }
+}
+
+// ---- host-only: the tile and split-K plans ------------------------------------------------------
+
+// Every k-tile lies in exactly one non-empty slice, slices hold ≥ 8 k-tiles
+// when there are several, and there are at most 64.
+TEST(ImplicitPlan, SplitsCoverEveryTileOnce) {
+  using namespace gpu::implicit_detail;
+  for (long long M : {1, 3, 16, 64, 65, 128, 256, 1000})
+    for (long long N : {1, 27, 64, 576, 1152, 2304, 100000})
+      for (int kt : {1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 128, 256, 1000, 2048, 16384, 1 << 20}) {
+        int splits = 0, tps = 0;
+        choose_splits(M, N, kt, splits, tps);
+        SCOPED_TRACE(str("M=", M, " N=", N, " ktiles=", kt, " -> splits=", splits, " tps=", tps));
+        ASSERT_GE(splits, 1);
+        ASSERT_LE(splits, kMaxSplits);
+        ASSERT_GE(tps, 1);
+        ASSERT_LT((long long)(splits - 1) * tps, kt);  // the last slice is not empty
+        ASSERT_GE((long long)splits * tps, kt);        // every tile is covered
+        if (splits > 1) ASSERT_GE(tps, kMinTilesPerSplit);
+      }
+}
+
+// The choices the GPU tests above rely on, for an H100's 132 SMs (the
+// ConvLargeTiles / GemmLargeTiles shapes reach the 128×128 tiles), and the
+// CIFAR autoencoder's layers at batch 2 and 128.
+TEST(ImplicitPlan, TileChoices) {
+  using namespace gpu::implicit_detail;
+  const int sms = 132;
+  EXPECT_EQ(choose_tile(2000, 1100, 1, sms), Tile::kL);          // GemmLargeTiles
+  EXPECT_EQ(choose_tile(4 * 61 * 67, 250, 1, sms), Tile::kL);    // forward
+  EXPECT_EQ(choose_tile(4 * 61 * 67, 3, 1, sms), Tile::kThinN);  // backward_data, C = 3
+  EXPECT_EQ(choose_tile(3, 250 * 9, 15, sms), Tile::kThinM);     // weight grad, K = 3
+  int splits = 0, tps = 0;
+  choose_splits(250, 540, int(tiles(2 * 23 * 23, 8)), splits, tps);  // weight grad
+  EXPECT_EQ(splits, 15);
+  EXPECT_EQ(choose_tile(250, 540, splits, sms), Tile::kL);
+  choose_splits(128, 2304, int(tiles(2 * 16 * 16, 8)), splits, tps);  // 256→128 @16, batch 2
+  EXPECT_EQ(splits, 8);
+  EXPECT_EQ(choose_tile(128, 2304, splits, sms), Tile::kL);
+  EXPECT_EQ(choose_tile(2 * 32 * 32, 256, 1, sms), Tile::kS);      // 3→256 @32, batch 2
+  EXPECT_EQ(choose_tile(128 * 32 * 32, 256, 1, sms), Tile::kL);    // … batch 128
+  EXPECT_EQ(choose_tile(128 * 32 * 32, 3, 1, sms), Tile::kThinN);  // 256→3 @32
+  EXPECT_EQ(choose_tile(3, 2304, 1, sms), Tile::kThinM);           // its weight grad
+  EXPECT_EQ(choose_tile(256, 27, 64, sms), Tile::kS);              // 3→256 weight grad
+  EXPECT_EQ(choose_tile(5, 9, 1, sms), Tile::kThinN);
+}
+
+}  // namespace
+}  // namespace hpmc
