@@ -3,22 +3,19 @@
 //
 // Layouts: input NCHW, weight KCRS ([out, in, kh, kw]), bias [out], output
 // NKPQ. The layer runs the im2col + gemm path of conv2d_ops.h in float32,
-// OpenMP over the images of the batch.
+// OpenMP over the images of the batch. Conv2dConfig and the rules shared
+// with the GPU layer (validation, shapes, parameters) are in conv2d_spec.h.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "layers/conv2d_spec.h"
 #include "layers/conv_shape.h"
 #include "layers/cpu/conv2d_ops.h"
 #include "layers/layer.h"
 
 namespace hpmc {
-
-struct Conv2dConfig {
-  int in_channels = 0, out_channels = 0, kernel = 3, stride = 1, padding = 0;
-  bool bias = true;
-};
 
 class Conv2dCPU : public LayerCPU {
  public:

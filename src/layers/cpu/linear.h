@@ -3,19 +3,17 @@
 // Input: a flat NCHW tensor (N, in_features, 1, 1) — a flatten layer must
 // come first after a conv. Weight [out, in], bias [out], output
 // (N, out_features, 1, 1). The kernels are in linear_ops.h (gemm, float32).
+// LinearConfig and the rules shared with the GPU layer (validation, shapes,
+// parameters) are in linear_spec.h.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "layers/layer.h"
+#include "layers/linear_spec.h"
 
 namespace hpmc {
-
-struct LinearConfig {
-  int in_features = 0, out_features = 0;
-  bool bias = true;
-};
 
 class LinearCPU : public LayerCPU {
  public:

@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <string>
 
-#include "layers/cpu/conv2d.h"
-#include "layers/cpu/linear.h"
+#include "layers/conv2d_spec.h"
 #include "layers/cpu/maxpool2d.h"
 #include "layers/layer.h"
+#include "layers/linear_spec.h"
 #include "layers/loss.h"
 #include "model/impl.h"
 

@@ -1,0 +1,63 @@
+// conv2d_spec.cpp — the device-neutral Conv2D rules of conv2d_spec.h.
+#include "layers/conv2d_spec.h"
+
+#include "core/error.h"
+
+namespace hpmc {
+
+namespace {
+
+// "CxHxW" even for a flat input, where Shape::sample_str() would say "C".
+std::string chw(const Shape& s) { return str(s.c, "x", s.h, "x", s.w); }
+
+}  // namespace
+
+void conv2d_check_config(const std::string& layer_name, const Conv2dConfig& c) {
+  auto fail = [&](const std::string& what) {
+    throw ConfigError(str("conv2d '", layer_name, "': ", what));
+  };
+  if (c.in_channels <= 0) fail(str("in_channels must be positive, got ", c.in_channels));
+  if (c.out_channels <= 0) fail(str("out_channels must be positive, got ", c.out_channels));
+  if (c.kernel <= 0) fail(str("kernel must be positive, got ", c.kernel));
+  if (c.stride <= 0) fail(str("stride must be positive, got ", c.stride));
+  if (c.padding < 0) fail(str("padding must be 0 or more, got ", c.padding));
+  // With padding >= kernel the border outputs would see nothing but zeros.
+  // PyTorch allows it, but in a config file it is far more likely a typo.
+  if (c.padding >= c.kernel)
+    fail(str("padding ", c.padding, " must be smaller than kernel ", c.kernel));
+}
+
+Shape conv2d_output_shape(const Conv2dConfig& cfg, const Shape& in) {
+  if (in.c != cfg.in_channels)
+    throw ShapeError(
+        str("conv2d expects ", cfg.in_channels, " input channels, got input ", chw(in)));
+  int padded_h = in.h + 2 * cfg.padding, padded_w = in.w + 2 * cfg.padding;
+  if (padded_h < cfg.kernel || padded_w < cfg.kernel)
+    throw ShapeError(str("conv2d kernel ", cfg.kernel, " with padding ", cfg.padding,
+                         " does not fit input ", chw(in), " (padded to ", padded_h, "x", padded_w,
+                         ")"));
+  Conv2dShape s = conv2d_shape(cfg, in);
+  return Shape(in.n, s.K, s.P, s.Q);
+}
+
+Conv2dShape conv2d_shape(const Conv2dConfig& cfg, const Shape& in) {
+  return make_conv2d_shape(in.n, in.c, in.h, in.w, cfg.out_channels, cfg.kernel, cfg.kernel,
+                           cfg.stride, cfg.padding);
+}
+
+std::vector<ParamSpec> conv2d_param_specs(const Conv2dConfig& cfg) {
+  const int k = cfg.kernel;
+  const int fan_in = cfg.in_channels * k * k;
+  std::vector<ParamSpec> specs;
+  specs.push_back(
+      {"weight", {cfg.out_channels, cfg.in_channels, k, k}, fan_in, Init::kKaimingUniform});
+  if (cfg.bias) specs.push_back({"bias", {cfg.out_channels}, fan_in, Init::kKaimingUniform});
+  return specs;
+}
+
+std::string conv2d_describe(const Conv2dConfig& cfg) {
+  std::string d = str(cfg.kernel, "x", cfg.kernel, " s", cfg.stride, " p", cfg.padding);
+  return cfg.bias ? d : d + " no-bias";
+}
+
+}  // namespace hpmc

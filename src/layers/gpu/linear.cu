@@ -1,0 +1,82 @@
+// linear.cu — LinearGPU: the family's gemm for the three products, plus two
+// small kernels of its own for the bias (one thread per output feature).
+#include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "layers/gpu/conv2d_kernels.h"
+#include "layers/gpu/linear.h"
+
+namespace hpmc::gpu {
+
+namespace {
+
+// y[n, o] = b[o] for every n < batch, o < out (one thread per element).
+__global__ void broadcast_bias_kernel(int batch, int out, const float* __restrict__ b,
+                                      float* __restrict__ y) {
+  const size_t total = size_t(batch) * out;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += size_t(gridDim.x) * blockDim.x)
+    y[i] = b[i % size_t(out)];
+}
+
+// db[o] += Σ_n dy[n, o], n in order 0..batch−1 (one thread per feature o;
+// consecutive threads read consecutive addresses).
+__global__ void bias_grad_kernel(int batch, int out, const float* __restrict__ dy,
+                                 float* __restrict__ db) {
+  for (size_t o = size_t(blockIdx.x) * blockDim.x + threadIdx.x; o < size_t(out);
+       o += size_t(gridDim.x) * blockDim.x) {
+    float acc = 0.f;
+    for (int n = 0; n < batch; ++n) acc += dy[size_t(n) * out + o];
+    db[o] += acc;
+  }
+}
+
+using GemmFn = void (*)(bool, bool, int, int, int, const float*, int, const float*, int, float*,
+                        int, bool);
+
+GemmFn gemm_of(Family f) {
+  switch (f) {
+    case Family::kNaive: return naive::gemm;
+    case Family::kTiled: return tiled::gemm;
+    case Family::kIm2col: return implicit::gemm;
+  }
+  throw RuntimeError(str("linear: unknown kernel family ", int(f)));
+}
+
+}  // namespace
+
+LinearGPU::LinearGPU(std::string name, const LinearConfig& cfg, Family family)
+    : LayerGPU(std::move(name)), cfg_(cfg), family_(family) {
+  linear_check_config(this->name(), cfg_);
+}
+
+void LinearGPU::forward_impl(const Tensor& x, Tensor& y) {
+  const int n = x.shape().n, in = cfg_.in_features, out = cfg_.out_features;
+  float* yp = y.data<float>();
+  if (n == 0) return;
+  if (cfg_.bias) {
+    broadcast_bias_kernel<<<grid_for(size_t(n) * out), kBlock>>>(n, out, param(1), yp);
+    HPMC_CUDA_LAUNCH_CHECK("linear bias broadcast");
+  }
+  // y [n, out] (+)= x [n, in] · Wᵀ   (W is [out, in])
+  gemm_of(family_)(false, true, n, out, in, x.data<float>(), in, param(0), in, yp, out,
+                   cfg_.bias);
+}
+
+void LinearGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Tensor* dx) {
+  const int n = x.shape().n, in = cfg_.in_features, out = cfg_.out_features;
+  if (n == 0) return;
+  const GemmFn gemm = gemm_of(family_);
+  const float* dyp = dy.data<float>();
+  // dW [out, in] += dYᵀ · X   (dY is [n, out], X is [n, in])
+  gemm(true, false, out, in, n, dyp, out, x.data<float>(), in, grad(0), in, true);
+  if (cfg_.bias) {
+    bias_grad_kernel<<<grid_for(size_t(out)), kBlock>>>(n, out, dyp, grad(1));
+    HPMC_CUDA_LAUNCH_CHECK("linear bias gradient");
+  }
+  // dX [n, in] = dY · W
+  if (dx) gemm(false, false, n, in, out, dyp, out, param(0), in, dx->data<float>(), in, false);
+}
+
+}  // namespace hpmc::gpu

@@ -1,0 +1,42 @@
+// linear_spec.cpp — the device-neutral Linear rules of linear_spec.h.
+#include "layers/linear_spec.h"
+
+#include "core/error.h"
+
+namespace hpmc {
+
+void linear_check_config(const std::string& layer_name, const LinearConfig& cfg) {
+  if (cfg.in_features <= 0)
+    throw ConfigError(
+        str("linear '", layer_name, "': in_features must be positive, got ", cfg.in_features));
+  if (cfg.out_features <= 0)
+    throw ConfigError(
+        str("linear '", layer_name, "': out_features must be positive, got ", cfg.out_features));
+}
+
+Shape linear_output_shape(const LinearConfig& cfg, const Shape& in) {
+  const int f = cfg.in_features;
+  if (in.h != 1 || in.w != 1)
+    throw ShapeError(str("linear expects a flat input of ", f, " features (N, ", f, ", 1, 1), got ",
+                         in.c, "x", in.h, "x", in.w, ": add a flatten layer before it"));
+  if (in.c != f)
+    throw ShapeError(str("linear expects a flat input of ", f, " features (N, ", f, ", 1, 1), got ",
+                         in.c, " features"));
+  return Shape(in.n, cfg.out_features, 1, 1);
+}
+
+std::vector<ParamSpec> linear_param_specs(const LinearConfig& cfg) {
+  std::vector<ParamSpec> specs;
+  specs.push_back(
+      {"weight", {cfg.out_features, cfg.in_features}, cfg.in_features, Init::kKaimingUniform});
+  if (cfg.bias)
+    specs.push_back({"bias", {cfg.out_features}, cfg.in_features, Init::kKaimingUniform});
+  return specs;
+}
+
+std::string linear_describe(const LinearConfig& cfg) {
+  std::string d = str(cfg.in_features, "->", cfg.out_features);
+  return cfg.bias ? d : d + " no-bias";
+}
+
+}  // namespace hpmc
