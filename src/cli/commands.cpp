@@ -40,7 +40,11 @@ void cmd_info(std::ostream& out) {
   out << "  CPU          : " << cpu_model_and_features() << "\n";
   out << "  CPU threads  : " << configure_threads() << " (OpenMP; OpenBLAS pinned to 1)\n";
   out << "  OpenBLAS     : " << openblas_get_config() << "\n";
-  out << "  impls        : cpu" << (gpu::compiled_with_cuda() ? "" : " (naive, tiled, im2col need the GPU build)") << "\n";
+  out << "  impls        : cpu"
+      << (gpu::compiled_with_cuda() ? (gpu::device_count() > 0 ? ", naive, tiled, im2col"
+                                                                : " (naive, tiled, im2col: no usable GPU)")
+                                    : " (naive, tiled, im2col need a CUDA build)")
+      << "\n";
   out << "  layer types  :\n";
   for (const auto& kv : LayerRegistry::builtin().types())
     out << "    " << kv.first << ": " << kv.second.keys << "\n";

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
-#include <numeric>
 #include <ostream>
 
 #include "cli/commands.h"
@@ -13,6 +12,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "io/npy.h"
+#include "model/batches.h"
 #include "model/checkpoint.h"
 #include "model/trainer.h"
 
@@ -75,18 +75,18 @@ void export_split(Model& model, const Dataset& d, const std::string& split, cons
     npy_file = std::make_unique<NpyWriter>(join_path(dir, "features_" + split + ".npy"), NpyDtype::kFloat32,
                                            std::vector<int64_t>{n, int64_t(dim)});
 
+  batch = std::max(1, std::min(batch, n));
   model.allocate(std::max(batch, model.max_batch()));
-  Tensor x = Tensor::empty(model.input_shape().with_batch(batch));
-  Tensor lab = Tensor::empty(Shape(batch, 1, 1, 1), DType::kI32);
-  std::vector<int32_t> idx(static_cast<size_t>(batch));
+  BatchFeeder feed(d, model.device(), batch, model.input_shape());
   std::string line;
   char buf[32];
   for (int b = 0; b < n; b += batch) {
     int m = std::min(batch, n - b);
-    std::iota(idx.begin(), idx.begin() + m, b);
-    gather_batch(d, idx.data(), m, x, &lab);
-    const Tensor& f = model.forward(x, layer);
+    feed.load(b, m);
+    const Tensor& f = model.forward(feed.x(), layer);
     Tensor fh = f.device() == Device::kCPU ? f : f.to_device(Device::kCPU);  // named copy
+    Tensor lab = feed.labels().device() == Device::kCPU ? feed.labels()
+                                                         : feed.labels().to_device(Device::kCPU);
     const float* v = fh.data<float>();
     for (size_t k = 0; k < size_t(m) * dim; ++k)
       if (!std::isfinite(v[k]))

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <numeric>
 #include <sstream>
 
 #include "core/atomic_file.h"
@@ -11,6 +10,7 @@
 #include "io/grid.h"
 #include "io/image.h"
 #include "io/plot.h"
+#include "model/batches.h"
 
 namespace hpmc {
 
@@ -88,13 +88,12 @@ int write_recon_grid(Model& model, const Dataset& test, int count, const std::st
   count = std::min(count, test.size());
   if (count <= 0) throw DataError("the test set is empty: no images to reconstruct");
   model.allocate(std::max(count, model.max_batch()));
-  Tensor x = Tensor::empty(model.input_shape().with_batch(count));
-  std::vector<int32_t> idx(static_cast<size_t>(count));
-  std::iota(idx.begin(), idx.end(), 0);
-  gather_batch(test, idx.data(), count, x, nullptr);
-  // Device -> host copy for the PNG (a no-op view on the CPU).
-  const Tensor& y = model.forward(x);
-  Tensor yh = y.device() == Device::kCPU ? y : y.to_device(Device::kCPU);
+  BatchFeeder feed(test, model.device(), count, model.input_shape());
+  feed.load(0, count);
+  const Tensor& y = model.forward(feed.x());
+  // The named device -> host copies for the PNG (plain copies on the CPU).
+  Tensor x = feed.x().to_device(Device::kCPU);
+  Tensor yh = y.to_device(Device::kCPU);
   const Shape& s = model.input_shape();
   int scale = s.h <= 32 ? 4 : 2;
   int cols = std::min(count, 8);
