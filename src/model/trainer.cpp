@@ -196,6 +196,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
       if (on_step_ && on_step_(state)) {
         if (mode == Progress::kBar) out << "\n";
         sync_loss(state);
+        model_.set_profiler(nullptr);
         return results;
       }
     }
@@ -205,7 +206,11 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
     r.images_per_s = (n - std::min(n, first_step * bs)) / std::max(seconds_since(t0), 1e-9);
     r.train_loss = state.loss_sum / n;
     if (model_.loss().is_classifier()) r.train_accuracy = state.correct / n;
-    if (test.size() > 0) r.test = evaluate(model_, test, bs);
+    if (test.size() > 0) {
+      model_.set_profiler(nullptr);  // the table is about training steps
+      r.test = evaluate(model_, test, bs);
+      model_.set_profiler(profiler_);
+    }
     r.seconds = seconds_before + seconds_since(t0);
 
     std::ostringstream line;
@@ -226,9 +231,12 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
       after.epoch = epoch + 1;
       after.step = 0;
       after.loss_sum = after.correct = after.epoch_seconds = 0;
+      model_.set_profiler(nullptr);
       on_epoch_(r, after);
+      model_.set_profiler(profiler_);
     }
   }
+  model_.set_profiler(nullptr);
   return results;
 }
 
