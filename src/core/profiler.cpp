@@ -74,20 +74,26 @@ void Profiler::step_done() {
   pending_.clear();
 }
 
-void Profiler::print(std::ostream& os) const {
+std::vector<Profiler::Region> Profiler::regions() const {
   std::vector<std::pair<std::string, Stat>> rows(stats_.begin(), stats_.end());
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.second.order < b.second.order; });
+  std::vector<Region> out;
+  for (const auto& r : rows) out.push_back({r.first, r.second.calls, r.second.ms});
+  return out;
+}
+
+void Profiler::print(std::ostream& os) const {
+  const std::vector<Region> rows = regions();
   double total = 0;
-  for (const auto& r : rows) total += r.second.ms;
+  for (const auto& r : rows) total += r.ms;
   char buf[160];
   std::snprintf(buf, sizeof buf, "profile (%s, %ld steps):\n  %-24s %8s %11s %10s %7s\n",
                 device_name(device_), steps_, "region", "calls", "total ms", "avg ms", "share");
   os << buf;
   for (const auto& r : rows) {
-    std::snprintf(buf, sizeof buf, "  %-24s %8ld %11.2f %10.4f %6.1f%%\n", r.first.c_str(),
-                  r.second.calls, r.second.ms, r.second.ms / std::max(1L, r.second.calls),
-                  total > 0 ? 100 * r.second.ms / total : 0.0);
+    std::snprintf(buf, sizeof buf, "  %-24s %8ld %11.2f %10.4f %6.1f%%\n", r.name.c_str(),
+                  r.calls, r.ms, r.ms / std::max(1L, r.calls), total > 0 ? 100 * r.ms / total : 0.0);
     os << buf;
   }
   std::snprintf(buf, sizeof buf, "  %-24s %8s %11.2f %10.4f\n", "step (sum)", "", total,

@@ -30,6 +30,15 @@ class Profiler {
   void step_done();
   void print(std::ostream& os) const;
 
+  struct Region {
+    std::string name;
+    long calls = 0;
+    double ms = 0;  // total
+  };
+  // The regions timed so far, in the order they were first seen.
+  std::vector<Region> regions() const;
+  long steps() const { return steps_; }
+
  private:
   struct Stat {
     long calls = 0;
