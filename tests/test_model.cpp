@@ -8,6 +8,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "model/model.h"
 #include "model/registry.h"
 #include "model/sgd.h"
@@ -263,6 +264,41 @@ TEST(Model, GradientConventionAccumulatesParamsAndOverwritesInputs) {
   EXPECT_LE(worst, 1e-5 * norm);
   m->params().zero_grads();
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(m->params().grads().data<float>()[i], 0.0f);
+}
+
+TEST(Model, BackwardStopsAtTheFirstLayerWithParameters) {
+  // Nothing below fc1 needs a gradient: fc1 computes its parameter gradients
+  // only, and the flatten before it is not run backward at all.
+  auto m = build(kMlp, kMnist);
+  EXPECT_FALSE(m->runs_backward(0));
+  EXPECT_TRUE(m->runs_backward(1));
+  EXPECT_FALSE(m->needs_input_grad(1));
+  EXPECT_TRUE(m->needs_input_grad(2));
+  m->params().init(1);
+  m->allocate(2);
+  Rng rng(5);
+  Tensor x = testing::random_tensor(Shape(2, 1, 28, 28), rng, 0, 1);
+  m->forward(x);
+  Tensor& dy = m->output_grad();
+  dy.set_batch(2);
+  testing::fill_uniform(dy, rng);
+  Profiler prof(Device::kCPU);
+  m->set_profiler(&prof);
+  m->params().zero_grads();
+  m->backward(x, dy);
+  m->set_profiler(nullptr);
+  std::string ran;
+  for (const auto& r : prof.regions()) ran += r.name + ";";
+  EXPECT_EQ(ran, "fc2 bwd;relu1 bwd;fc1 bwd;");
+  double norm = 0;  // fc1's weight gradient is still there
+  const float* g = m->params().grads().data<float>();
+  for (size_t i = 0; i < 32 * 784; ++i) norm += std::fabs(g[i]);
+  EXPECT_GT(norm, 0);
+
+  auto ae = build(kAe, kCifar);  // a conv first: it runs, without dx
+  EXPECT_TRUE(ae->runs_backward(0));
+  EXPECT_FALSE(ae->needs_input_grad(0));
+  EXPECT_TRUE(ae->needs_input_grad(1));
 }
 
 TEST(Sgd, MatchesPyTorchSemantics) {

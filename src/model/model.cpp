@@ -109,6 +109,13 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
     }
   }
 
+  m->first_trained_ = int(m->layers_.size());
+  for (size_t i = 0; i < m->layers_.size(); ++i)
+    if (m->layers_[i]->param_count() > 0) {
+      m->first_trained_ = int(i);
+      break;
+    }
+
   m->params_.build(m->layers_, m->device());
   return m;
 }
@@ -192,10 +199,10 @@ void Model::backward(const Tensor& x, const Tensor& dout) {
   Tensor* bufs[2] = {&grad_a_, &grad_b_};
   Tensor views[2];
   const Tensor* dy = &dout;
-  for (int i = int(layers_.size()) - 1; i >= 0; --i) {
+  for (int i = int(layers_.size()) - 1; runs_backward(i); --i) {
     const Tensor& in = i > 0 ? acts_[size_t(i - 1)] : x;
     Tensor* dx = nullptr;
-    if (i > 0) {
+    if (needs_input_grad(i)) {
       views[i % 2] = bufs[i % 2]->view(in.shape().with_batch(n));
       dx = &views[i % 2];
     }

@@ -58,8 +58,15 @@ class Model {
   // Run layers 0..last (default: all) on x; returns the last one's output.
   const Tensor& forward(const Tensor& x, int last = -1);
   // Backpropagate d loss/d output (shape of the model output for x's batch)
-  // through every layer; parameter gradients accumulate into params().grads().
+  // through the layers; parameter gradients accumulate into params().grads().
+  // No gradient is needed below the first layer with parameters, so that
+  // layer gets no input gradient to compute (a null dx) and the
+  // parameter-free layers before it (a leading flatten) are not run at all,
+  // as in PyTorch's autograd.
   void backward(const Tensor& x, const Tensor& dout);
+  // Whether backward() runs layer i, and whether it asks it for dx.
+  bool runs_backward(int i) const { return i >= first_trained_; }
+  bool needs_input_grad(int i) const { return i > first_trained_; }
   // Buffer for the loss gradient w.r.t. the model output (sized by allocate()).
   Tensor& output_grad() { return dout_; }
 
@@ -76,6 +83,7 @@ class Model {
   LossPtr loss_;
   ParamStore params_;
   int features_ = -1;
+  int first_trained_ = 0;  // index of the first layer with parameters (or size())
   int max_batch_ = 0;
   std::vector<Tensor> acts_;  // output of each layer
   Tensor grad_a_, grad_b_;    // ping-pong activation gradients
