@@ -55,6 +55,15 @@ std::vector<ParamSpec> conv2d_param_specs(const Conv2dConfig& cfg) {
   return specs;
 }
 
+double conv2d_forward_flops(const Conv2dConfig& cfg, const Shape& in) {
+  const Conv2dShape s = conv2d_shape(cfg, in);
+  return 2.0 * s.N * s.K * s.P * s.Q * s.C * s.R * s.S;
+}
+
+double conv2d_backward_flops(const Conv2dConfig& cfg, const Shape& in, bool input_grad) {
+  return (input_grad ? 2 : 1) * conv2d_forward_flops(cfg, in);
+}
+
 std::string conv2d_describe(const Conv2dConfig& cfg) {
   std::string d = str(cfg.kernel, "x", cfg.kernel, " s", cfg.stride, " p", cfg.padding);
   return cfg.bias ? d : d + " no-bias";

@@ -37,6 +37,12 @@ Conv2dShape conv2d_shape(const Conv2dConfig& cfg, const Shape& in);
 // weight {out, in, k, k} and, with bias, bias {out}; both fan_in = in·k·k.
 std::vector<ParamSpec> conv2d_param_specs(const Conv2dConfig& cfg);
 
+// FLOPs (2 per multiply-add) for an input shape: forward 2·N·K·P·Q·C·R·S;
+// backward the same for the weight gradient plus the same again for the
+// input gradient when `input_grad`. The bias terms are not counted.
+double conv2d_forward_flops(const Conv2dConfig& cfg, const Shape& in);
+double conv2d_backward_flops(const Conv2dConfig& cfg, const Shape& in, bool input_grad);
+
 // "3x3 s1 p1", with " no-bias" appended when there is no bias.
 std::string conv2d_describe(const Conv2dConfig& cfg);
 

@@ -61,6 +61,15 @@ class Layer {
   virtual Shape output_shape(const Shape& in) const = 0;
   // Parameter tensors, in the order bind() receives them.
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
+
+  // Floating-point operations of one forward / backward call on an input of
+  // shape `in` (n included), counted as 2 per multiply-add of the matrix
+  // products (bias additions and element-wise work are not counted; layers
+  // without a matrix product count 0). backward_flops counts the parameter
+  // gradients and, when `input_grad` is true, the input gradient (a null dx
+  // skips it). `hpmc bench` turns these into achieved FLOP/s.
+  virtual double forward_flops(const Shape& in) const { return 0; }
+  virtual double backward_flops(const Shape& in, bool input_grad) const { return 0; }
   size_t param_count() const;
 
   // Fix the per-sample input shape (validated by output_shape) before use.

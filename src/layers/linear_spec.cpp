@@ -34,6 +34,14 @@ std::vector<ParamSpec> linear_param_specs(const LinearConfig& cfg) {
   return specs;
 }
 
+double linear_forward_flops(const LinearConfig& cfg, const Shape& in) {
+  return 2.0 * in.n * cfg.in_features * cfg.out_features;
+}
+
+double linear_backward_flops(const LinearConfig& cfg, const Shape& in, bool input_grad) {
+  return (input_grad ? 2 : 1) * linear_forward_flops(cfg, in);
+}
+
 std::string linear_describe(const LinearConfig& cfg) {
   std::string d = str(cfg.in_features, "->", cfg.out_features);
   return cfg.bias ? d : d + " no-bias";

@@ -29,6 +29,12 @@ Shape linear_output_shape(const LinearConfig& cfg, const Shape& in);
 // weight {out, in} and, with bias, bias {out}; both fan_in = in.
 std::vector<ParamSpec> linear_param_specs(const LinearConfig& cfg);
 
+// FLOPs (2 per multiply-add) for an input of in.n samples: forward
+// 2·N·in·out; backward 2·N·in·out for the weight gradient plus the same for
+// the input gradient when `input_grad`. The bias terms are not counted.
+double linear_forward_flops(const LinearConfig& cfg, const Shape& in);
+double linear_backward_flops(const LinearConfig& cfg, const Shape& in, bool input_grad);
+
 // "784->128", with " no-bias" appended when there is no bias.
 std::string linear_describe(const LinearConfig& cfg);
 

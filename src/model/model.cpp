@@ -212,4 +212,24 @@ void Model::backward(const Tensor& x, const Tensor& dout) {
   }
 }
 
+std::vector<Model::LayerFlops> Model::layer_flops(int n) const {
+  std::vector<LayerFlops> out;
+  Shape cur = in_.with_batch(n);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = *layers_[i];
+    LayerFlops f;
+    f.forward = l.forward_flops(cur);
+    if (runs_backward(int(i))) f.backward = l.backward_flops(cur, needs_input_grad(int(i)));
+    out.push_back(f);
+    cur = l.output_shape(cur);
+  }
+  return out;
+}
+
+double Model::train_flops(int n) const {
+  double t = 0;
+  for (const LayerFlops& f : layer_flops(n)) t += f.forward + f.backward;
+  return t;
+}
+
 }  // namespace hpmc

@@ -67,6 +67,15 @@ class Model {
   // Whether backward() runs layer i, and whether it asks it for dx.
   bool runs_backward(int i) const { return i >= first_trained_; }
   bool needs_input_grad(int i) const { return i > first_trained_; }
+
+  // FLOPs of each layer's forward and backward (as backward() runs it) for a
+  // batch of n; see Layer::forward_flops. train_flops(n) is their sum: one
+  // training step's matrix-product work.
+  struct LayerFlops {
+    double forward = 0, backward = 0;
+  };
+  std::vector<LayerFlops> layer_flops(int n) const;
+  double train_flops(int n) const;
   // Buffer for the loss gradient w.r.t. the model output (sized by allocate()).
   Tensor& output_grad() { return dout_; }
 

@@ -17,6 +17,12 @@ Conv2dShape Conv2dCPU::conv_shape(const Shape& in) const { return conv2d_shape(c
 
 std::vector<ParamSpec> Conv2dCPU::param_specs() const { return conv2d_param_specs(cfg_); }
 
+double Conv2dCPU::forward_flops(const Shape& in) const { return conv2d_forward_flops(cfg_, in); }
+
+double Conv2dCPU::backward_flops(const Shape& in, bool input_grad) const {
+  return conv2d_backward_flops(cfg_, in, input_grad);
+}
+
 void Conv2dCPU::forward_impl(const Tensor& x, Tensor& y) {
   const float* b = cfg_.bias ? param(1) : nullptr;
   cpu::conv2d_gemm_forward(conv_shape(x.shape()), x.data<float>(), param(0), b, y.data<float>(),

@@ -27,6 +27,8 @@ class Conv2dCPU : public LayerCPU {
   std::string describe() const override;  // "3x3 s1 p1"
   Shape output_shape(const Shape& in) const override;
   std::vector<ParamSpec> param_specs() const override;
+  double forward_flops(const Shape& in) const override;
+  double backward_flops(const Shape& in, bool input_grad) const override;
 
   const Conv2dConfig& config() const { return cfg_; }
   // The full convolution sizes for an input shape (which must be valid).

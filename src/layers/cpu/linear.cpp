@@ -17,6 +17,12 @@ Shape LinearCPU::output_shape(const Shape& in) const { return linear_output_shap
 
 std::vector<ParamSpec> LinearCPU::param_specs() const { return linear_param_specs(cfg_); }
 
+double LinearCPU::forward_flops(const Shape& in) const { return linear_forward_flops(cfg_, in); }
+
+double LinearCPU::backward_flops(const Shape& in, bool input_grad) const {
+  return linear_backward_flops(cfg_, in, input_grad);
+}
+
 void LinearCPU::forward_impl(const Tensor& x, Tensor& y) {
   const float* b = cfg_.bias ? param(1) : nullptr;
   cpu::linear_forward(x.shape().n, cfg_.in_features, cfg_.out_features, x.data<float>(), param(0),

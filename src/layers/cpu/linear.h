@@ -24,6 +24,8 @@ class LinearCPU : public LayerCPU {
   std::string describe() const override;  // "784->128"
   Shape output_shape(const Shape& in) const override;
   std::vector<ParamSpec> param_specs() const override;
+  double forward_flops(const Shape& in) const override;
+  double backward_flops(const Shape& in, bool input_grad) const override;
 
   const LinearConfig& config() const { return cfg_; }
 

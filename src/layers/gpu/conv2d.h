@@ -27,6 +27,10 @@ class Conv2dGPU : public LayerGPU {
   std::string describe() const override { return conv2d_describe(cfg_); }
   Shape output_shape(const Shape& in) const override { return conv2d_output_shape(cfg_, in); }
   std::vector<ParamSpec> param_specs() const override { return conv2d_param_specs(cfg_); }
+  double forward_flops(const Shape& in) const override { return conv2d_forward_flops(cfg_, in); }
+  double backward_flops(const Shape& in, bool input_grad) const override {
+    return conv2d_backward_flops(cfg_, in, input_grad);
+  }
 
   const Conv2dConfig& config() const { return cfg_; }
   Family family() const { return family_; }

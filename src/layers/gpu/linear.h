@@ -27,6 +27,10 @@ class LinearGPU : public LayerGPU {
   std::string describe() const override { return linear_describe(cfg_); }
   Shape output_shape(const Shape& in) const override { return linear_output_shape(cfg_, in); }
   std::vector<ParamSpec> param_specs() const override { return linear_param_specs(cfg_); }
+  double forward_flops(const Shape& in) const override { return linear_forward_flops(cfg_, in); }
+  double backward_flops(const Shape& in, bool input_grad) const override {
+    return linear_backward_flops(cfg_, in, input_grad);
+  }
 
   const LinearConfig& config() const { return cfg_; }
   Family family() const { return family_; }
