@@ -96,6 +96,24 @@ std::vector<std::string> describe_devices() {
   return out;
 }
 
+DevicePeak device_peak() {
+  int dev = 0;
+  HPMC_CUDA_CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp p{};
+  check(cudaGetDeviceProperties(&p, dev), "cudaGetDeviceProperties");
+  int khz = 0;  // cudaDeviceProp::clockRate is gone in CUDA 13; the attribute stays
+  HPMC_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+  DevicePeak d;
+  d.name = p.name;
+  d.sms = p.multiProcessorCount;
+  const bool half_rate = (p.major == 6 && p.minor == 0) || p.major == 7 ||
+                         (p.major == 8 && p.minor == 0);
+  d.fp32_lanes_per_sm = half_rate ? 64 : 128;
+  d.clock_ghz = khz * 1e-6;
+  d.fp32_flops = double(d.sms) * d.fp32_lanes_per_sm * 2.0 * khz * 1e3;
+  return d;
+}
+
 std::shared_ptr<void> allocate_shared(size_t bytes) {
   void* p = nullptr;
   cudaError_t e = cudaMalloc(&p, bytes);

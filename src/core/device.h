@@ -21,6 +21,19 @@ bool compiled_with_cuda();
 std::vector<std::string> describe_devices();
 int device_count();
 
+// The current CUDA device and its FP32 peak: SMs × FP32 lanes per SM × 2
+// (a fused multiply-add is two FLOPs) × the peak clock (cudaDevAttrClockRate).
+// Lanes per SM come from the compute capability: 64 on 6.0, 7.x and 8.0,
+// 128 on the others (an H100 SXM: 132 × 128 × 2 × 1.98 GHz ≈ 67 TFLOP/s).
+struct DevicePeak {
+  std::string name;
+  int sms = 0;
+  int fp32_lanes_per_sm = 0;
+  double clock_ghz = 0;
+  double fp32_flops = 0;  // FLOP/s
+};
+DevicePeak device_peak();
+
 // Synchronize and check after every kernel (--sync-debug), so a fault is
 // reported at the launch that caused it.
 void set_sync_debug(bool on);
