@@ -7,6 +7,8 @@
 //   hpmc recon CONFIG --weights FILE [--count N] [--out DIR]
 //   hpmc features CONFIG --weights FILE [--split train|test|all]
 //            [--format csv|npy|both] [--out DIR]
+//   hpmc bench CONFIG [--impl IMPL] [--batch N] [--steps N] [--warmup N]
+//            [--repeats N] [--set KEY=VALUE]... [--data DIR] [--real-data]
 //   hpmc info
 //
 // Every failure prints one line "hpmc: error: ..." on stderr and exits with
@@ -111,6 +113,18 @@ int run_main(int argc, char** argv) {
       ->capture_default_str();
   feats->add_option("--out", fo.out_dir, "output directory (default: output.dir)");
 
+  BenchOptions bo;
+  Common bc;
+  CLI::App* bench = app.add_subcommand("bench", "time training steps: ms/step, images/s, FLOP/s");
+  bc.add(bench, bo, false);
+  bench->add_option("--batch", bc.batch, "batch size (training.batch_size)");
+  bench->add_option("--steps", bo.steps, "training steps per timed run")->capture_default_str();
+  bench->add_option("--warmup", bo.warmup, "untimed steps before the runs")->capture_default_str();
+  bench->add_option("--repeats", bo.repeats, "timed runs (the median is reported)")
+      ->capture_default_str();
+  bench->add_flag("--real-data", bo.real_data,
+                  "train on the config's dataset instead of synthetic images");
+
   app.add_subcommand("info", "show version, build options, CPU features and CUDA devices");
 
   try {
@@ -136,6 +150,9 @@ int run_main(int argc, char** argv) {
   } else if (feats->parsed()) {
     fc.apply(feats, fo);
     cmd_features(fo, std::cout);
+  } else if (bench->parsed()) {
+    bc.apply(bench, bo);
+    cmd_bench(bo, std::cout);
   } else {
     cmd_info(std::cout);
   }

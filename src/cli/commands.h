@@ -46,6 +46,14 @@ struct FeaturesOptions : CommonOptions {
   std::string out_dir;         // default: the config's output.dir
 };
 
+// `hpmc bench`: time whole training steps (see src/cli/bench.cpp).
+struct BenchOptions : CommonOptions {
+  int steps = 50;          // steps per timed run
+  int warmup = 10;         // untimed steps first
+  int repeats = 5;         // timed runs; the report gives their median
+  bool real_data = false;  // the config's dataset instead of synthetic images
+};
+
 // Load the config with the options' overrides applied.
 Config load_command_config(const CommonOptions& o);
 
@@ -53,6 +61,7 @@ void cmd_run(const RunOptions& o, std::ostream& out);
 void cmd_eval(const EvalOptions& o, std::ostream& out);
 void cmd_recon(const ReconOptions& o, std::ostream& out);
 void cmd_features(const FeaturesOptions& o, std::ostream& out);
+void cmd_bench(const BenchOptions& o, std::ostream& out);
 // `hpmc info`: version, build options, CPU features, CUDA devices.
 void cmd_info(std::ostream& out);
 

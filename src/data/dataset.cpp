@@ -261,9 +261,11 @@ Dataset synthetic_split(DataFormat f, int n, uint64_t seed, const char* name) {
 }
 }  // namespace
 
+int standard_train_size(DataFormat f) { return f == DataFormat::kMnist ? 60000 : 50000; }
+
 DataSplits synthetic_dataset(DataFormat f, uint64_t seed) {
   DataSplits s;
-  s.train = synthetic_split(f, f == DataFormat::kMnist ? 60000 : 50000, seed, "train");
+  s.train = synthetic_split(f, standard_train_size(f), seed, "train");
   s.test = synthetic_split(f, 10000, seed + 1, "test");
   return s;
 }

@@ -38,6 +38,8 @@ const char* data_format_name(DataFormat f);
 // One sample: (1, 1, 28, 28) for MNIST, (1, 3, 32, 32) for CIFAR-10.
 Shape sample_shape(DataFormat f);
 int num_classes(DataFormat f);
+// The official training-set size: 60,000 (MNIST) or 50,000 (CIFAR-10).
+int standard_train_size(DataFormat f);
 
 struct Dataset {
   std::string source;  // the file(s) it came from, for messages and logs

@@ -1,0 +1,331 @@
+// bench.cpp — `hpmc bench`: time whole training steps, like `caffe time`.
+//
+// The model is built from the config (with the same overrides as `hpmc run`)
+// and trained on synthetic images of the format's shape unless --real-data
+// is given. After --warmup steps, --repeats runs of --steps steps are timed
+// with a host clock between two gpu::synchronize() calls (no-ops on the
+// CPU). A step is Trainer::step on a batch from a BatchFeeder: gather,
+// forward, loss, backward and SGD, as in `hpmc run`. The report gives the
+// median (min, max) of ms/step, images/s, the epoch-equivalent time and the
+// achieved FLOP/s against the device's FP32 peak, then a per-region table
+// from one more run under the Profiler, and a last line for scripts:
+//   bench: <config> impl=<impl> batch=<n> ms/step=<x> img/s=<y> epoch_s=<z> tflops=<t> peak_frac=<f>
+#include "cli/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/session.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/profiler.h"
+#include "core/threads.h"
+#include "model/batches.h"
+#include "model/trainer.h"
+
+namespace hpmc {
+
+CpuPeak estimate_cpu_peak(const std::string& cpuinfo, int cores) {
+  CpuPeak p;
+  p.cores = cores;
+  std::istringstream in(cpuinfo);
+  std::string line, flags, mhz;
+  auto value = [](const std::string& l) {
+    size_t c = l.find(':');
+    if (c == std::string::npos) return std::string();
+    size_t b = l.find_first_not_of(" \t", c + 1);
+    return b == std::string::npos ? std::string() : l.substr(b);
+  };
+  while (std::getline(in, line)) {
+    if (p.model.empty() && line.rfind("model name", 0) == 0) p.model = value(line);
+    if (mhz.empty() && line.rfind("cpu MHz", 0) == 0) mhz = value(line);
+    if (flags.empty() && (line.rfind("flags", 0) == 0 || line.rfind("Features", 0) == 0))
+      flags = " " + value(line) + " ";
+  }
+  if (p.model.empty()) p.model = "unknown CPU";
+  auto has = [&](const char* f) { return flags.find(str(" ", f, " ")) != std::string::npos; };
+  if (has("avx512f")) {
+    p.simd = "AVX-512F";
+    p.simd_floats = 16;
+  } else if (has("avx2") && has("fma")) {
+    p.simd = "AVX2+FMA";
+    p.simd_floats = 8;
+  } else {
+    p.simd = "SSE/NEON";
+    p.simd_floats = 4;
+  }
+  // The nominal clock: "Intel(R) Xeon(R) ... @ 2.20GHz", else the current "cpu MHz".
+  size_t at = p.model.find('@');
+  if (at != std::string::npos) {
+    double ghz = std::atof(p.model.c_str() + at + 1);
+    if (ghz > 0 && p.model.find("GHz", at) != std::string::npos) p.ghz = ghz;
+  }
+  if (p.ghz <= 0 && !mhz.empty()) p.ghz = std::atof(mhz.c_str()) / 1000;
+  if (p.ghz < 0 || !std::isfinite(p.ghz)) p.ghz = 0;
+  p.flops = double(p.cores) * p.fma_units * p.simd_floats * 2.0 * p.ghz * 1e9;
+  return p;
+}
+
+Spread spread(std::vector<double> v) {
+  Spread s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  s.min = v.front();
+  s.max = v.back();
+  s.median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return s;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// 12345.6 -> "12,346"
+std::string grouped(double v) {
+  std::string s = fmt("%.0f", v);
+  size_t start = s[0] == '-' ? 1 : 0;
+  for (int i = int(s.size()) - 3; i > int(start); i -= 3) s.insert(size_t(i), ",");
+  return s;
+}
+
+std::string read_text(const char* path) {
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void check_count(const char* flag, int v, int lo, int hi) {
+  if (v < lo || v > hi)
+    throw UsageError(str(flag, " ", v, ": must be between ", lo, " and ", hi));
+}
+
+// Runs training steps on full batches, walking through the training set in
+// the trainer's epoch order and starting a new order when it runs out.
+class StepLoop {
+ public:
+  StepLoop(Model& model, Trainer& trainer, const Dataset& train, const TrainingConfig& t, int bs)
+      : model_(model),
+        trainer_(trainer),
+        train_(train),
+        seed_(t.seed),
+        shuffle_(t.shuffle),
+        bs_(bs),
+        batches_(train.size() / bs),
+        feed_(train, model.device(), bs, model.input_shape()),
+        labels_(model.loss().target_dtype() == DType::kI32),
+        acc_(Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model.device())) {}
+
+  void run(int steps, Profiler* prof = nullptr) {
+    for (int i = 0; i < steps; ++i, ++done_) {
+      const int b = int(done_ % batches_);
+      if (b == 0) feed_.set_order(epoch_order(train_.size(), seed_, int(done_ / batches_), shuffle_));
+      {
+        ProfileScope scope(prof, "gather batch");
+        feed_.load(b * bs_, bs_);
+      }
+      trainer_.step(feed_.x(), labels_ ? feed_.labels() : feed_.x(), acc_);
+      if (prof) prof->step_done();
+    }
+  }
+
+  // Mean per-sample loss over every step so far; a DivergedError if it is
+  // not finite (the timings of a diverged run mean little).
+  double mean_loss() const {
+    Tensor h = acc_.device() == Device::kCPU ? acc_ : acc_.to_device(Device::kCPU);
+    double sum = h.data<double>()[0];
+    double mean = sum / std::max<double>(1, double(done_) * bs_);
+    if (!std::isfinite(mean))
+      throw DivergedError(str("the training loss became ", mean, " during the benchmark (after ",
+                              done_, " steps); lower training.lr with --set training.lr=..."));
+    return mean;
+  }
+
+ private:
+  Model& model_;
+  Trainer& trainer_;
+  const Dataset& train_;
+  uint64_t seed_;
+  bool shuffle_;
+  int bs_, batches_;
+  BatchFeeder feed_;
+  bool labels_;
+  Tensor acc_;
+  long done_ = 0;
+};
+
+}  // namespace
+
+void cmd_bench(const BenchOptions& o, std::ostream& out) {
+  check_count("--steps", o.steps, 1, 1000000);
+  check_count("--warmup", o.warmup, 0, 1000000);
+  check_count("--repeats", o.repeats, 1, 1000);
+
+  CommonOptions co = o;
+  if (!o.real_data)  // first, so that an explicit --set data.synthetic=... still wins
+    co.overrides.insert(co.overrides.begin(), Override{"data.synthetic=true", "hpmc bench (synthetic data)"});
+  Session s = open_session(co, out);
+  load_session_data(s, out);
+  Model& model = *s.model;
+  const Config& cfg = s.cfg;
+  const Dataset& train = s.data.train;
+  if (train.size() == 0) throw DataError("the training set is empty: nothing to time");
+  const int bs = std::min(cfg.training.batch_size, train.size());
+  const bool on_gpu = model.device() == Device::kGPU;
+  const int threads = num_threads();
+
+  // The device and its FP32 peak.
+  std::string device;
+  double peak = 0;
+  std::string peak_line;
+  if (on_gpu) {
+    gpu::DevicePeak d = gpu::device_peak();
+    device = str("GPU ", d.name);
+    peak = d.fp32_flops;
+    peak_line = str("GPU FP32 peak: ", d.sms, " SMs x ", d.fp32_lanes_per_sm, " FP32 lanes x 2 x ",
+                    fmt("%.3f", d.clock_ghz), " GHz = ", fmt("%.1f", peak / 1e12), " TFLOP/s");
+  } else {
+    int cores = threads;
+    unsigned hw = std::thread::hardware_concurrency();
+    if (hw > 0) cores = std::min(cores, int(hw));
+    CpuPeak c = estimate_cpu_peak(read_text("/proc/cpuinfo"), cores);
+    device = str("CPU ", c.model);
+    peak = c.flops;
+    peak_line = c.ghz > 0
+                    ? str("CPU FP32 peak (an estimate): ", c.cores, " core", c.cores == 1 ? "" : "s",
+                          " x ", c.fma_units, " FMA units x ", c.simd_floats, " floats (", c.simd,
+                          ") x 2 x ", fmt("%.2f", c.ghz), " GHz = ", fmt("%.1f", peak / 1e9),
+                          " GFLOP/s")
+                    : std::string("CPU FP32 peak: unknown (no clock in /proc/cpuinfo)");
+  }
+  const double rate_unit = on_gpu ? 1e12 : 1e9;
+  const char* rate_name = on_gpu ? "TFLOP/s" : "GFLOP/s";
+
+  const double step_flops = model.train_flops(bs);
+  const int epoch_images = standard_train_size(s.format);
+  out << "benchmark: device " << device << ", impl " << impl_name(s.impl) << ", batch " << bs
+      << ", threads " << threads << ", data "
+      << (cfg.data.synthetic ? "synthetic" : str("real (", cfg.data.path, ")")) << "\n";
+  out << "  " << peak_line << "\n";
+  out << "  work: " << fmt("%.4g", step_flops / bs / 1e6) << " MFLOP per training sample ("
+      << fmt("%.4g", step_flops / 1e9)
+      << " GFLOP per step; forward + backward matrix products, 2 FLOPs per multiply-add)\n";
+  out << "  warm-up " << o.warmup << " steps, then " << o.repeats << " runs of " << o.steps
+      << " steps (gather, forward, loss, backward, SGD)\n"
+      << std::flush;
+
+  model.params().init(cfg.training.seed);
+  model.allocate(bs);
+  Trainer trainer(model, cfg.training);
+  StepLoop loop(model, trainer, train, cfg.training, bs);
+
+  loop.run(o.warmup);
+  if (on_gpu) gpu::synchronize();
+  loop.mean_loss();
+
+  std::vector<double> ms;
+  for (int r = 0; r < o.repeats; ++r) {
+    if (on_gpu) gpu::synchronize();
+    auto t0 = Clock::now();
+    loop.run(o.steps);
+    if (on_gpu) gpu::synchronize();
+    double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / o.steps;
+    ms.push_back(t);
+    out << "  run " << r + 1 << "/" << o.repeats << ": " << fmt("%.3f", t) << " ms/step, "
+        << grouped(bs * 1000 / t) << " img/s\n"
+        << std::flush;
+  }
+  const double loss = loop.mean_loss();
+
+  const Spread m = spread(ms);
+  auto ips = [&](double t) { return bs * 1000 / t; };
+  auto rate = [&](double t) { return step_flops / (t / 1000); };
+  const double best_ips = ips(m.min), worst_ips = ips(m.max), med_ips = ips(m.median);
+  char line[256];
+  out << "result (median of " << o.repeats << " runs; min .. max):\n";
+  std::snprintf(line, sizeof line, "  %-20s %12.3f   (%.3f .. %.3f)\n", "ms/step", m.median, m.min,
+                m.max);
+  out << line;
+  std::snprintf(line, sizeof line, "  %-20s %12s   (%s .. %s)\n", "images/s", grouped(med_ips).c_str(),
+                grouped(worst_ips).c_str(), grouped(best_ips).c_str());
+  out << line;
+  std::snprintf(line, sizeof line, "  %-20s %12.2f   (%.2f .. %.2f; %s images)\n",
+                "epoch-equivalent s", epoch_images / med_ips, epoch_images / best_ips,
+                epoch_images / worst_ips, grouped(epoch_images).c_str());
+  out << line;
+  std::snprintf(line, sizeof line, "  %-20s %12.4g   (%.4g .. %.4g)\n", rate_name,
+                rate(m.median) / rate_unit, rate(m.max) / rate_unit, rate(m.min) / rate_unit);
+  out << line;
+  if (peak > 0) {
+    std::snprintf(line, sizeof line, "  %-20s %11.1f%%   (%.1f%% .. %.1f%%)%s\n", "of FP32 peak",
+                  100 * rate(m.median) / peak, 100 * rate(m.max) / peak, 100 * rate(m.min) / peak,
+                  on_gpu ? "" : " of the estimate");
+    out << line;
+  }
+  out << "  mean training loss over the " << o.warmup + o.repeats * o.steps << " steps: "
+      << fmt("%.5g", loss) << "\n";
+
+  // One more run under the profiler, for the per-region table.
+  Profiler prof(model.device());
+  trainer.set_profiler(&prof);
+  model.set_profiler(&prof);
+  loop.run(o.steps, &prof);
+  model.set_profiler(nullptr);
+  trainer.set_profiler(nullptr);
+  loop.mean_loss();
+
+  std::map<std::string, double> flops;
+  const auto lf = model.layer_flops(bs);
+  for (size_t i = 0; i < lf.size(); ++i) {
+    flops[model.layers()[i]->name() + " fwd"] = lf[i].forward;
+    flops[model.layers()[i]->name() + " bwd"] = lf[i].backward;
+  }
+  const auto regions = prof.regions();
+  const double steps = double(std::max(1L, prof.steps()));
+  double total_ms = 0;
+  for (const auto& r : regions) total_ms += r.ms;
+  out << "per region (one profiled run of " << o.steps << " steps, "
+      << (on_gpu ? "CUDA events" : "steady clock") << "; ms and FLOPs per step):\n";
+  std::snprintf(line, sizeof line, "  %-24s %10s %7s %12s %10s\n", "region", "ms", "share",
+                "MFLOP", rate_name);
+  out << line;
+  for (const auto& r : regions) {
+    const double rms = r.ms / steps;
+    auto f = flops.find(r.name);
+    const double fl = f == flops.end() ? 0 : f->second;
+    std::string fs = fl > 0 ? fmt("%.4g", fl / 1e6) : "-";
+    std::string rs = fl > 0 && rms > 0 ? fmt("%.4g", fl / (rms / 1000) / rate_unit) : "-";
+    std::snprintf(line, sizeof line, "  %-24s %10.4f %6.1f%% %12s %10s\n", r.name.c_str(), rms,
+                  total_ms > 0 ? 100 * r.ms / total_ms : 0.0, fs.c_str(), rs.c_str());
+    out << line;
+  }
+  const double step_ms = total_ms / steps;
+  std::snprintf(line, sizeof line, "  %-24s %10.4f %6.1f%% %12.4g %10.4g\n", "step (sum)", step_ms,
+                100.0, step_flops / 1e6, step_ms > 0 ? step_flops / (step_ms / 1000) / rate_unit : 0);
+  out << line;
+
+  out << "bench: " << o.config << " impl=" << impl_name(s.impl) << " batch=" << bs
+      << " ms/step=" << fmt("%.4f", m.median) << " img/s=" << fmt("%.0f", med_ips)
+      << " epoch_s=" << fmt("%.3f", epoch_images / med_ips)
+      << " tflops=" << fmt("%.4g", rate(m.median) / 1e12)
+      << " peak_frac=" << (peak > 0 ? fmt("%.4f", rate(m.median) / peak) : std::string("na"))
+      << "\n"
+      << std::flush;
+}
+
+}  // namespace hpmc

@@ -1,0 +1,32 @@
+// bench.h — the pieces of `hpmc bench` worth testing on their own: the CPU
+// peak estimate and the summary statistics of the timed runs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace hpmc {
+
+// An FP32 peak estimate for `cores` CPU cores: cores × 2 FMA units × SIMD
+// width in floats (16 with AVX-512F, 8 with AVX2 and FMA, 4 otherwise) × 2
+// FLOPs per FMA × the nominal clock. The clock is the "@ X.XXGHz" of the
+// model name when it has one, else the first "cpu MHz". `cpuinfo` is the
+// text of /proc/cpuinfo. flops is 0 when no clock could be found.
+struct CpuPeak {
+  std::string model;  // "model name", or "unknown CPU"
+  std::string simd;   // "AVX-512F", "AVX2+FMA" or "SSE/NEON"
+  int cores = 0;
+  int fma_units = 2;
+  int simd_floats = 4;
+  double ghz = 0;
+  double flops = 0;  // FLOP/s
+};
+CpuPeak estimate_cpu_peak(const std::string& cpuinfo, int cores);
+
+// Median (the mean of the middle two for an even count), min and max.
+struct Spread {
+  double median = 0, min = 0, max = 0;
+};
+Spread spread(std::vector<double> v);
+
+}  // namespace hpmc
