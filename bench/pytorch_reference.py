@@ -11,8 +11,10 @@ Modes (--modes, comma separated):
   bf16cl   bf16 autocast with channels-last tensors
   graph    the default mode with the whole step captured in a CUDA graph
 Prints one line per mode: ms/step, images/s and epoch-equivalent seconds
-(50,000 images for CIFAR, 60,000 for MNIST). PyTorch is a reference here,
-never a dependency of hpmc.
+(50,000 images for CIFAR, 60,000 for MNIST). Models (--model): cifar_ae,
+fashion_ae and mnist_mlp, as in configs/. On the CPU, use --threads N to match
+hpmc's thread count (--modes fp32: the other modes are about GPUs). PyTorch is
+a reference here, never a dependency of hpmc.
 """
 import argparse
 import statistics
@@ -31,6 +33,16 @@ def cifar_ae():
         nn.Conv2d(256, 3, 3, padding=1))
 
 
+def fashion_ae():
+    # configs/fashion_ae.yaml: 1x28x28 -> 16x7x7 -> 1x28x28
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.Upsample(scale_factor=2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.Upsample(scale_factor=2),
+        nn.Conv2d(32, 1, 3, padding=1))
+
+
 def mnist_mlp():
     return nn.Sequential(nn.Flatten(), nn.Linear(784, 320), nn.ReLU(), nn.Linear(320, 160),
                          nn.ReLU(), nn.Linear(160, 10))
@@ -38,6 +50,7 @@ def mnist_mlp():
 
 MODELS = {
     "cifar_ae": (cifar_ae, (3, 32, 32), 50000, "mse"),
+    "fashion_ae": (fashion_ae, (1, 28, 28), 60000, "mse"),
     "mnist_mlp": (mnist_mlp, (1, 28, 28), 60000, "ce"),
 }
 
@@ -114,12 +127,13 @@ def bench(args, mode):
     ips = args.batch / (ms / 1e3)
     print(f"pytorch {args.model} {mode:8s} batch {args.batch}: {ms:8.3f} ms/step  "
           f"{ips:10.0f} img/s  epoch-equivalent {epoch_images / ips:8.3f} s  "
-          f"(median of {args.repeats} x {args.steps} steps, torch {torch.__version__})", flush=True)
+          f"(median of {args.repeats} x {args.steps} steps, torch {torch.__version__}"
+          + (f", {torch.get_num_threads()} threads)" if dev == "cpu" else ")"), flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="cifar_ae", choices=["cifar_ae", "mnist_mlp"])
+    ap.add_argument("--model", default="cifar_ae", choices=sorted(MODELS))
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=100)
