@@ -8,7 +8,7 @@
 namespace hpmc {
 
 BatchFeeder::BatchFeeder(const Dataset& data, Device device, int max_batch, const Shape& sample)
-    : data_(data), device_(device) {
+    : data_(data), device_(device), max_batch_(max_batch) {
   HPMC_CHECK(sample.per_sample() == data.images.shape().per_sample(), "the model takes ",
              sample.sample_str(), " samples but the dataset holds ", data.sample_shape().sample_str());
   x_ = Tensor::empty(sample.with_batch(max_batch), DType::kF32, device);

@@ -26,10 +26,12 @@ class BatchFeeder {
   Tensor& x() { return x_; }
   Tensor& labels() { return labels_; }
   int size() const { return data_.size(); }
+  int max_batch() const { return max_batch_; }
 
  private:
   const Dataset& data_;
   Device device_;
+  int max_batch_;
   std::vector<int32_t> order_;
   Tensor images_dev_, labels_dev_, order_dev_;  // GPU only
   Tensor x_, labels_;

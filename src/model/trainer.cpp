@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
+#include <memory>
 #include <numeric>
 #include <ostream>
 #include <sstream>
@@ -61,12 +62,18 @@ std::vector<int32_t> epoch_order(int n, uint64_t seed, int epoch, bool shuffle) 
 }
 
 EvalResult evaluate(Model& model, const Dataset& data, int batch_size) {
-  EvalResult r;
-  r.samples = data.size();
-  if (r.samples == 0) return r;
-  batch_size = std::min(batch_size, r.samples);
-  model.allocate(std::max(batch_size, model.max_batch()));
+  if (data.size() == 0) return EvalResult{};
+  batch_size = std::min(batch_size, data.size());
   BatchFeeder feed(data, model.device(), batch_size, model.input_shape());
+  return evaluate(model, feed, batch_size);
+}
+
+EvalResult evaluate(Model& model, BatchFeeder& feed, int batch_size) {
+  EvalResult r;
+  r.samples = feed.size();
+  if (r.samples == 0) return r;
+  batch_size = std::min({batch_size, r.samples, feed.max_batch()});
+  model.allocate(std::max(batch_size, model.max_batch()));
   Tensor acc = Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model.device());
   Loss& loss = model.loss();
   const bool lab = wants_labels(loss);
@@ -131,6 +138,10 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
   model_.allocate(bs);
   model_.set_profiler(profiler_);
   BatchFeeder feed(train, model_.device(), bs, model_.input_shape());
+  std::unique_ptr<BatchFeeder> test_feed;
+  if (test.size() > 0)
+    test_feed = std::make_unique<BatchFeeder>(test, model_.device(), std::min(bs, test.size()),
+                                              model_.input_shape());
   acc_ = Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model_.device());
   const bool lab = wants_labels(model_.loss());
   const bool on_gpu = model_.device() == Device::kGPU;
@@ -208,7 +219,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
     if (model_.loss().is_classifier()) r.train_accuracy = state.correct / n;
     if (test.size() > 0) {
       model_.set_profiler(nullptr);  // the table is about training steps
-      r.test = evaluate(model_, test, bs);
+      r.test = evaluate(model_, *test_feed, bs);
       model_.set_profiler(profiler_);
     }
     r.seconds = seconds_before + seconds_since(t0);

@@ -43,8 +43,13 @@ struct EpochResult {
 // The order in which epoch `epoch` (0-based) visits n samples.
 std::vector<int32_t> epoch_order(int n, uint64_t seed, int epoch, bool shuffle);
 
+class BatchFeeder;
+
 // Mean loss (and accuracy) of the model over a dataset, in batches.
 EvalResult evaluate(Model& model, const Dataset& data, int batch_size);
+// The same through a feeder that already holds the data on the model's
+// device (the trainer keeps one, so the test set is uploaded once per run).
+EvalResult evaluate(Model& model, BatchFeeder& feed, int batch_size);
 
 // Where training stands: enough, with the weights and momentum, to continue
 // exactly (a checkpoint stores all of it).
