@@ -9,7 +9,7 @@
 //   gemm             C = A·B (+ C if accumulate); row-major, optional transposes
 //
 // naive   one thread per output element, straight from global memory: the GPU
-//         oracle (conv2d_naive.cu, gemm_naive.cu).
+//         oracle (conv2d_naive.cu, GEMM included).
 // tiled   shared-memory tiles of input and weights; weight gradients reduced
 //         per block, not with a global atomic per term (conv2d_tiled.cu).
 // im2col  implicit GEMM (GEMM_M = N·P·Q, GEMM_N = K, GEMM_K = C·R·S forward;
