@@ -544,7 +544,7 @@ TEST(GpuLayersLoss, SoftmaxCeAccumulatesAndCountsFirstMaxOnTies) {
   expect_close(cacc.data<double>()[0], h.data<double>()[0], 1e-6, "ce acc after 2 calls");
 }
 
-TEST(GpuLayersLoss, SoftmaxCeBadLabelPoisonsTheLossAndIsReportedAtTheNextCall) {
+TEST(GpuLayersLoss, SoftmaxCeBadLabelPoisonsTheLossAndIsReportedByCheckStatus) {
   HPMC_REQUIRE_GPU();
   const Tensor pred = Tensor::zeros(Shape(3, 4, 1, 1));
   LossPtr gpu = gpu::make_softmax_ce_loss();
@@ -561,10 +561,10 @@ TEST(GpuLayersLoss, SoftmaxCeBadLabelPoisonsTheLossAndIsReportedAtTheNextCall) {
   SoftmaxCrossEntropyCPU cpu;
   const LossOut c = run_loss_cpu(cpu, pred, labels_of({0, 3, 0}), acc_host());
   for (int i = 0; i < 8; ++i) EXPECT_EQ(bits(dh.data<float>()[i]), bits(c.dpred.data<float>()[i]));
-  // The next call reports it, as the CPU's DataError.
+  // check_status() reports it, as the CPU's DataError.
   const Tensor good = to_gpu(labels_of({0, 1, 2}));
   try {
-    gpu->compute(p, good, &d, acc);
+    gpu->check_status();
     FAIL() << "expected DataError";
   } catch (const DataError& e) {
     const std::string m = e.what();
@@ -575,13 +575,13 @@ TEST(GpuLayersLoss, SoftmaxCeBadLabelPoisonsTheLossAndIsReportedAtTheNextCall) {
   // Reported once: the loss goes on cleanly afterwards.
   Tensor acc2 = to_gpu(acc_host());
   EXPECT_NO_THROW(gpu->compute(p, good, &d, acc2));
-  EXPECT_NO_THROW(gpu->compute(p, good, &d, acc2));
+  EXPECT_NO_THROW(gpu->check_status());
   EXPECT_TRUE(std::isfinite(to_cpu(acc2).data<double>()[0]));
   // A negative label, and one equal to K.
   for (int32_t bad : {-1, 4}) {
     gpu->compute(p, to_gpu(labels_of({0, bad, 0})), nullptr, acc2);
     try {
-      gpu->compute(p, good, nullptr, acc2);
+      gpu->check_status();
       FAIL() << "expected DataError for label " << bad;
     } catch (const DataError& e) {
       const std::string m = e.what();

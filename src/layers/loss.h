@@ -29,6 +29,10 @@ class Loss {
   // same shape; cross-entropy int32 labels of shape (N,1,1,1).
   virtual DType target_dtype() const = 0;
   virtual void compute(const Tensor& pred, const Tensor& target, Tensor* dpred, Tensor& acc) = 0;
+  // Throw any input error the device found since the last check (a GPU loss
+  // cannot throw from a kernel without a sync per step). The trainer calls it
+  // where it reads the accumulator anyway; a CPU loss throws in compute().
+  virtual void check_status() {}
 };
 
 using LossPtr = std::shared_ptr<Loss>;

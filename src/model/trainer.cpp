@@ -83,6 +83,7 @@ EvalResult evaluate(Model& model, BatchFeeder& feed, int batch_size) {
     const Tensor& pred = model.forward(feed.x());
     loss.compute(pred, lab ? feed.labels() : feed.x(), nullptr, acc);
   }
+  loss.check_status();
   double a[2];
   read_acc(acc, a);
   r.loss = a[0] / r.samples;
@@ -116,6 +117,7 @@ int Trainer::steps_per_epoch(int n) const {
 }
 
 void Trainer::sync_loss(TrainState& state) {
+  model_.loss().check_status();
   double a[2];
   read_acc(acc_, a);
   state.loss_sum = a[0];

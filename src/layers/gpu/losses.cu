@@ -227,66 +227,33 @@ void MseLossGPU::compute(const Tensor& pred, const Tensor& target, Tensor* dpred
 // ---- SoftmaxCrossEntropyGPU ------------------------------------------------------------
 
 struct SoftmaxCrossEntropyGPU::State {
-  Tensor sample_loss;    // float64 (n, 1, 1, 1) on the GPU
-  Tensor flags;          // int32 (n, 1, 1, 1) on the GPU
-  Tensor status;         // int32 (4, 1, 1, 1) on the GPU, zeroed; sticky bad-label report
-  int* host = nullptr;   // pinned copy of status, valid once `event` has passed
-  cudaEvent_t event = nullptr;
-  bool pending = false;  // a copy into `host` was queued and not yet looked at
-
-  // CUDA resources are made at the first compute(), so constructing the loss
-  // (e.g. to describe a model) needs no device.
-  // Each piece is made once; a failure part way leaves the rest for the next call.
-  void init() {
-    if (!status.defined())
-      status = Tensor::zeros(Shape(kStatusInts, 1, 1, 1), DType::kI32, Device::kGPU);
-    if (!host) {
-      void* h = nullptr;
-      HPMC_CUDA_CHECK(cudaMallocHost(&h, kStatusInts * sizeof(int)));
-      host = static_cast<int*>(h);
-      for (int i = 0; i < kStatusInts; ++i) host[i] = 0;
-    }
-    if (!event) {
-      cudaEvent_t e = nullptr;
-      HPMC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      event = e;
-    }
-  }
-
-  ~State() {
-    // Teardown: errors are ignored (the context may already be gone at exit).
-    if (event) {
-      if (pending) cudaEventSynchronize(event);  // the copy into `host` must land first
-      cudaEventDestroy(event);
-    }
-    if (host) cudaFreeHost(host);
-  }
+  Tensor sample_loss;  // float64 (n, 1, 1, 1) on the GPU
+  Tensor flags;        // int32 (n, 1, 1, 1) on the GPU
+  Tensor status;       // int32 (4, 1, 1, 1) on the GPU, zeroed; sticky bad-label report
 };
 
 SoftmaxCrossEntropyGPU::SoftmaxCrossEntropyGPU() : st_(std::make_unique<State>()) {}
 SoftmaxCrossEntropyGPU::~SoftmaxCrossEntropyGPU() = default;
 
-void SoftmaxCrossEntropyGPU::check_labels() {
+void SoftmaxCrossEntropyGPU::check_status() {
   State& st = *st_;
-  if (!st.pending) return;
-  HPMC_CUDA_CHECK(cudaEventSynchronize(st.event));
-  st.pending = false;
-  if (st.host[0] == 0) return;
-  const int sample = st.host[1], label = st.host[2], k = st.host[3];
-  // Report once: clear both copies, so a caller that catches the error and
-  // goes on starts clean (stream order puts the memset before later kernels).
-  for (int i = 0; i < kStatusInts; ++i) st.host[i] = 0;
-  HPMC_CUDA_CHECK(cudaMemsetAsync(st.status.data<int32_t>(), 0, kStatusInts * sizeof(int), 0));
+  if (!st.status.defined()) return;
+  // The one host copy of the status word: only where the caller syncs anyway.
+  Tensor h = st.status.to_device(Device::kCPU);
+  const int32_t* v = h.data<int32_t>();
+  if (v[0] == 0) return;
+  const int sample = v[1], label = v[2], k = v[3];
+  // Report once: a caller that catches the error and goes on starts clean.
+  st.status.fill_zero();
   throw DataError(str("softmax_cross_entropy: sample ", sample, " of a batch has label ", label,
                       ", outside [0, ", k, ") for a model with ", k,
                       " outputs; check the dataset's labels or the last layer's width (found "
-                      "on the GPU and reported at the next loss call; that batch's loss is NaN)"));
+                      "on the GPU; that batch's loss is NaN)"));
 }
 
 void SoftmaxCrossEntropyGPU::compute(const Tensor& pred, const Tensor& target, Tensor* dpred,
                                      Tensor& acc) {
   const char* L = "softmax_cross_entropy";
-  check_labels();  // an earlier call's bad label, if any
   check_gpu(L, pred, DType::kF32, "prediction");
   check_gpu(L, target, DType::kI32, "target");
   const Shape& s = pred.shape();
@@ -305,7 +272,8 @@ void SoftmaxCrossEntropyGPU::compute(const Tensor& pred, const Tensor& target, T
   const int n = s.n, k = s.c;
   if (n <= 0) return;  // adds 0, writes nothing (as the CPU)
   State& st = *st_;
-  st.init();
+  if (!st.status.defined())
+    st.status = Tensor::zeros(Shape(kStatusInts, 1, 1, 1), DType::kI32, Device::kGPU);
   ensure(st.sample_loss, n, DType::kF64);
   ensure(st.flags, n, DType::kI32);
   double* sample_loss = st.sample_loss.data<double>();
@@ -320,10 +288,6 @@ void SoftmaxCrossEntropyGPU::compute(const Tensor& pred, const Tensor& target, T
   loss_reduce_kernel<<<1, kReduceBlock>>>(sample_loss, flags, labels, n, k, acc.data<double>(),
                                           st.status.data<int32_t>());
   HPMC_CUDA_LAUNCH_CHECK("softmax_cross_entropy reduction kernel");
-  HPMC_CUDA_CHECK(cudaMemcpyAsync(st.host, st.status.data<int32_t>(), kStatusInts * sizeof(int),
-                                  cudaMemcpyDeviceToHost, 0));
-  HPMC_CUDA_CHECK(cudaEventRecord(st.event, 0));
-  st.pending = true;
 }
 
 }  // namespace hpmc::gpu

@@ -25,13 +25,11 @@
 //     existing finiteness check on the accumulator stops the run at the step
 //     it reads it), it counts as incorrect and its dpred row is 0 (it adds no
 //     gradient; z[label] is never read);
-//   * the reduction records the first bad (sample, label) of the call in a
-//     sticky device status word, copied asynchronously to pinned host memory
-//     behind an event;
-//   * the NEXT compute() (or check_labels()) waits for that event — long since
-//     passed when the caller reads acc every step, and otherwise at most one
-//     step behind, so the GPU queue is never drained — and throws the CPU's
-//     DataError naming the sample, the label and K.
+//   * the reduction records the first bad (sample, label) in a sticky device
+//     status word, which check_status() reads (one small synchronous copy)
+//     and turns into the CPU's DataError naming the sample, the label and K.
+//     The trainer calls check_status() only where it reads the accumulator,
+//     so a training step itself makes no host copy and no sync.
 #pragma once
 
 #include <memory>
@@ -67,12 +65,11 @@ class SoftmaxCrossEntropyGPU : public Loss {
   DType target_dtype() const override { return DType::kI32; }
   // Adds Σ per-sample loss to acc[0] and the number of correct argmax
   // predictions (first maximum on ties) to acc[1]; overwrites *dpred with
-  // (softmax − onehot) / N when dpred is non-null. First throws DataError if
-  // an earlier call saw a label outside [0, K) (see above).
+  // (softmax − onehot) / N when dpred is non-null.
   void compute(const Tensor& pred, const Tensor& target, Tensor* dpred, Tensor& acc) override;
-  // Waits for the previous compute() and throws DataError if it (or any
-  // call before it not yet reported) saw a label outside [0, K).
-  void check_labels();
+  // Throws DataError (once) if a call since the last check saw a label
+  // outside [0, K) (see above).
+  void check_status() override;
 
  private:
   struct State;
