@@ -128,18 +128,15 @@ class StepLoop {
         bs_(bs),
         batches_(train.size() / bs),
         feed_(train, model.device(), bs, model.input_shape()),
-        labels_(model.loss().target_dtype() == DType::kI32),
         acc_(Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model.device())) {}
+
+  std::string step_path() { return trainer_.step_path(feed_); }
 
   void run(int steps, Profiler* prof = nullptr) {
     for (int i = 0; i < steps; ++i, ++done_) {
       const int b = int(done_ % batches_);
       if (b == 0) feed_.set_order(epoch_order(train_.size(), seed_, int(done_ / batches_), shuffle_));
-      {
-        ProfileScope scope(prof, "gather batch");
-        feed_.load(b * bs_, bs_);
-      }
-      trainer_.step(feed_.x(), labels_ ? feed_.labels() : feed_.x(), acc_);
+      trainer_.train_batch(feed_, b * bs_, bs_, acc_);
       if (prof) prof->step_done();
     }
   }
@@ -164,7 +161,6 @@ class StepLoop {
   bool shuffle_;
   int bs_, batches_;
   BatchFeeder feed_;
-  bool labels_;
   Tensor acc_;
   long done_ = 0;
 };
@@ -233,6 +229,7 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
   model.allocate(bs);
   Trainer trainer(model, cfg.training);
   StepLoop loop(model, trainer, train, cfg.training, bs);
+  out << "  step: " << loop.step_path() << "\n" << std::flush;
 
   loop.run(o.warmup);
   if (on_gpu) gpu::synchronize();

@@ -28,6 +28,7 @@ void BatchFeeder::set_order(const std::vector<int32_t>& order) {
   HPMC_CHECK(int(order.size()) == data_.size(), "an order of ", order.size(), " indices for ",
              data_.size(), " samples");
   order_ = order;
+  ++order_version_;
   if (device_ == Device::kGPU && !order_.empty()) {
     Tensor host = Tensor::empty(order_dev_.shape(), DType::kI32);
     std::copy(order_.begin(), order_.end(), host.data<int32_t>());
@@ -47,6 +48,21 @@ void BatchFeeder::load(int begin, int n) {
   gpu::gather_batch(images_dev_.data<uint8_t>(), labels_dev_.data<int32_t>(),
                     data_.images.shape().per_sample(), order_dev_.data<int32_t>() + begin, n,
                     x_.data<float>(), labels_.data<int32_t>());
+}
+
+const uint8_t* BatchFeeder::device_images() const {
+  HPMC_CHECK(device_ == Device::kGPU && data_.size() > 0, "no dataset on the GPU");
+  return images_dev_.data<uint8_t>();
+}
+
+const int32_t* BatchFeeder::device_labels() const {
+  HPMC_CHECK(device_ == Device::kGPU && data_.size() > 0, "no dataset on the GPU");
+  return labels_dev_.data<int32_t>();
+}
+
+const int32_t* BatchFeeder::device_order() const {
+  HPMC_CHECK(device_ == Device::kGPU && data_.size() > 0, "no dataset on the GPU");
+  return order_dev_.data<int32_t>();
 }
 
 }  // namespace hpmc

@@ -27,12 +27,22 @@ class BatchFeeder {
   Tensor& labels() { return labels_; }
   int size() const { return data_.size(); }
   int max_batch() const { return max_batch_; }
+  const Dataset& data() const { return data_; }
+
+  // On the GPU: the dataset as uploaded (uint8 images, int32 labels) and the
+  // device copy of the order, for kernels that gather a batch themselves.
+  const uint8_t* device_images() const;
+  const int32_t* device_labels() const;
+  const int32_t* device_order() const;
+  // Counts set_order() calls: what the order holds changes with it.
+  uint64_t order_version() const { return order_version_; }
 
  private:
   const Dataset& data_;
   Device device_;
   int max_batch_;
   std::vector<int32_t> order_;
+  uint64_t order_version_ = 0;
   Tensor images_dev_, labels_dev_, order_dev_;  // GPU only
   Tensor x_, labels_;
 };

@@ -352,6 +352,7 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
     tr.seed = t.get_u64("seed", tr.seed);
     tr.shuffle = t.get_bool("shuffle", tr.shuffle);
     tr.threads = t.get_int("threads", tr.threads, 0, 4096);
+    tr.fuse = t.get_bool("fuse", tr.fuse);
     t.finish();
     cfg.resolved["training"] = t.resolved();
   }

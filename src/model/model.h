@@ -37,6 +37,7 @@ class Model {
   ParamStore& params() { return params_; }
   const ParamStore& params() const { return params_; }
   Loss& loss() { return *loss_; }
+  const Loss& loss() const { return *loss_; }
   Impl impl() const { return impl_; }
   Device device() const { return impl_device(impl_); }
   const Shape& input_shape() const { return in_; }    // per sample

@@ -16,6 +16,7 @@
 #include "core/profiler.h"
 #include "core/rng.h"
 #include "model/batches.h"
+#include "model/fused_step.h"
 
 namespace hpmc {
 
@@ -97,6 +98,37 @@ Trainer::Trainer(Model& model, const TrainingConfig& cfg) : model_(model), cfg_(
   sgd_.weight_decay = float(cfg.weight_decay);
 }
 
+Trainer::~Trainer() = default;
+
+void Trainer::prepare_fused(const BatchFeeder& feed) {
+  if (fused_feed_ == &feed) return;
+  fused_.reset();
+  fused_refusal_ = fused_step_refusal(model_, cfg_, feed.data());
+  if (fused_refusal_.empty()) fused_ = std::make_unique<FusedStep>(model_, cfg_, feed.max_batch());
+  fused_feed_ = &feed;
+}
+
+std::string Trainer::step_path(const BatchFeeder& feed) {
+  prepare_fused(feed);
+  return fused_ ? std::string("fused: the whole step is one GPU kernel (training.fuse)")
+                : "layer by layer: " + fused_refusal_;
+}
+
+void Trainer::train_batch(BatchFeeder& feed, int begin, int n, Tensor& acc) {
+  prepare_fused(feed);
+  if (fused_) {
+    ProfileScope scope(profiler_, "fused step");
+    fused_->run(feed, begin, n, acc);
+    return;
+  }
+  {
+    ProfileScope scope(profiler_, "gather batch");
+    feed.load(begin, n);
+  }
+  const bool lab = wants_labels(model_.loss());
+  step(feed.x(), lab ? feed.labels() : feed.x(), acc);
+}
+
 void Trainer::step(const Tensor& x, const Tensor& target, Tensor& acc) {
   model_.params().zero_grads();
   const Tensor& pred = model_.forward(x);
@@ -140,12 +172,12 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
   model_.allocate(bs);
   model_.set_profiler(profiler_);
   BatchFeeder feed(train, model_.device(), bs, model_.input_shape());
+  fused_feed_ = nullptr;  // decide the fused step afresh for this feeder
   std::unique_ptr<BatchFeeder> test_feed;
   if (test.size() > 0)
     test_feed = std::make_unique<BatchFeeder>(test, model_.device(), std::min(bs, test.size()),
                                               model_.input_shape());
   acc_ = Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model_.device());
-  const bool lab = wants_labels(model_.loss());
   const bool on_gpu = model_.device() == Device::kGPU;
 
   Progress mode = progress_;
@@ -172,11 +204,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
     }
     for (int s = first_step; s < steps; ++s) {
       int b = std::min(bs, n - s * bs);
-      {
-        ProfileScope scope(profiler_, "gather batch");
-        feed.load(s * bs, b);
-      }
-      step(feed.x(), lab ? feed.labels() : feed.x(), acc_);
+      train_batch(feed, s * bs, b, acc_);
       if (profiler_) profiler_->step_done();
       state.step = s + 1;
       state.global_step += 1;

@@ -12,6 +12,8 @@
 
 #include <functional>
 #include <iosfwd>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "data/dataset.h"
@@ -44,6 +46,7 @@ struct EpochResult {
 std::vector<int32_t> epoch_order(int n, uint64_t seed, int epoch, bool shuffle);
 
 class BatchFeeder;
+class FusedStep;
 
 // Mean loss (and accuracy) of the model over a dataset, in batches.
 EvalResult evaluate(Model& model, const Dataset& data, int batch_size);
@@ -67,6 +70,7 @@ class Trainer {
   enum class Progress { kAuto, kBar, kLines, kQuiet };
 
   Trainer(Model& model, const TrainingConfig& cfg);
+  ~Trainer();
   void set_progress(Progress p) { progress_ = p; }
   // Called after every epoch with its result and the state after it.
   void on_epoch(std::function<void(const EpochResult&, const TrainState&)> f) {
@@ -94,6 +98,13 @@ class Trainer {
   // Adds the batch's summed loss (and correct count) to acc.
   void step(const Tensor& x, const Tensor& target, Tensor& acc);
 
+  // One step on order[begin, begin + n) of the feeder: the fused kernel of
+  // model/fused_step.h where the model fits it, else gather + step().
+  void train_batch(BatchFeeder& feed, int begin, int n, Tensor& acc);
+  // How train_batch() trains on this feeder's data: "fused: ..." or
+  // "layer by layer: <why not fused>".
+  std::string step_path(const BatchFeeder& feed);
+
   void set_profiler(Profiler* p) { profiler_ = p; }
 
  private:
@@ -105,6 +116,11 @@ class Trainer {
   std::function<bool(TrainState&)> on_step_;
   Profiler* profiler_ = nullptr;
   Tensor acc_;  // the loss accumulator of the epoch in progress, on the model's device
+  // The fused step, decided once per feeder (its data decides, too).
+  void prepare_fused(const BatchFeeder& feed);
+  const BatchFeeder* fused_feed_ = nullptr;
+  std::unique_ptr<FusedStep> fused_;
+  std::string fused_refusal_;
   int n_train_ = 0;
 };
 

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "layers/gpu/factory.h"
+#include "layers/gpu/mlp_step.h"
 
 namespace hpmc::gpu {
 
@@ -32,6 +33,21 @@ LossPtr make_softmax_ce_loss() { no_gpu("the softmax_cross_entropy loss on the G
 void sgd_step(float*, const float*, float*, size_t, float, float, float) { no_gpu("SGD on the GPU"); }
 void gather_batch(const uint8_t*, const int32_t*, size_t, const int32_t*, int, float*, int32_t*) {
   no_gpu("batch gathering on the GPU");
+}
+
+// The fused step is never chosen without a device; these keep the linker happy
+// and say why if something asks anyway.
+struct MlpStep::State {};
+MlpStep::MlpStep(const MlpStepDesc&) { no_gpu("the fused MLP step"); }
+MlpStep::~MlpStep() = default;
+void MlpStep::run(const uint8_t*, const int32_t*, const int32_t*, int, uint64_t, double*,
+                  const int32_t*, int) {
+  no_gpu("the fused MLP step");
+}
+int MlpStep::blocks() const { return 0; }
+bool mlp_step_supported(std::string* why) {
+  if (why) *why = "this hpmc was built without CUDA";
+  return false;
 }
 
 }  // namespace hpmc::gpu

@@ -1,0 +1,790 @@
+// mlp_step.cu — the fused MLP training step (mlp_step.h describes the phases).
+//
+// Products. Every matrix product of the step is cut into 16×16 output tiles;
+// the blocks of the cooperative grid take them in turn (tile t of a phase
+// goes to block t mod G). A block of 256 threads computes a tile as four
+// k-groups of 64 threads: the k range is walked in chunks of 64, group g sums
+// the products of k-offsets [16g, 16g+16) of every chunk into a 2×2
+// micro-tile per thread, and the four partial sums are then added in group
+// order. Splitting k this way gives a product of a 64-row batch enough tiles
+// to occupy the GPU (the first layer's 64×320 output is only 80 tiles).
+//
+// Latency. At this size a phase is a few microseconds and each trip to L2
+// costs about one, so the loads are what matter. A block streams the chunks
+// of all its tiles of a product through a ring of kStages shared-memory
+// buffers filled by cp.async, kStages − 1 chunks ahead of the one being
+// multiplied, so the next tile's data is already arriving while a tile is
+// finished; the SGD epilogue's parameters and momenta ride along. The batch
+// itself is gathered (pixel / 255, rounded as gather_batch rounds it) into
+// one of two float buffers by the previous step's last phase, which knows the
+// next step's samples; only a step that follows none gathers its own batch
+// first, behind one more grid barrier.
+//
+// Element-wise work (bias gradients, the SGD update of the middle layers) is
+// spread over all threads of the grid. Every sum runs in a fixed order, with
+// no atomics: a step is deterministic.
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/cuda_check.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/tensor.h"
+#include "layers/gpu/mlp_step.h"
+
+namespace cg = cooperative_groups;
+
+namespace hpmc::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kTile = 16;                  // output tile: kTile × kTile
+constexpr int kGroups = 4;                 // k-groups of a block
+constexpr int kGroupK = 16;                // k-offsets per group and chunk
+constexpr int kChunk = kGroups * kGroupK;  // 64
+constexpr int kStages = 4;                 // the cp.async ring
+constexpr int kMaxSplit = 8;               // k-splits of a tile across blocks
+// A chunk of an operand in shared memory, by its layout in global memory:
+//   k-fast (element (r, k) at r·ld + k): rows of k, s[r·kRowK + k]
+//   r-fast (element (r, k) at k·ld + r): rows of r, s[k·kRowR + r]
+// so that a 16-byte copy moves 4 adjacent elements either way. The padding
+// keeps rows 16-byte aligned and spreads a warp's reads over the banks.
+constexpr int kRowK = kChunk + 4;
+constexpr int kRowR = kTile + 4;
+constexpr int kSlot = kChunk * kRowR > kTile * kRowK ? kChunk * kRowR : kTile * kRowK;
+static_assert(kTile * kChunk / 4 == kThreads, "one 16-byte copy per thread and operand");
+static_assert(kGroups * (kTile / 2) * (kTile / 2) == kThreads, "2×2 micro-tiles cover the tile");
+static_assert(kTile * kTile == kThreads, "a thread per element of a tile's epilogue data");
+static_assert(kGroupK % 4 == 0, "k is walked in steps of 4");
+
+// ---- what the kernel sees ------------------------------------------------------------
+
+struct Net {
+  int L = 0, n = 0;
+  int d[kMlpStepMaxLayers + 1] = {};
+  float* w[kMlpStepMaxLayers] = {};
+  float* b[kMlpStepMaxLayers] = {};
+  float* gw[kMlpStepMaxLayers] = {};
+  float* gb[kMlpStepMaxLayers] = {};
+  float* vw[kMlpStepMaxLayers] = {};
+  float* vb[kMlpStepMaxLayers] = {};
+  float* act[kMlpStepMaxLayers] = {};   // act[l]: n × d[l+1], after ReLU (l < L−1)
+  float* dpre[kMlpStepMaxLayers] = {};  // dpre[l]: n × d[l+1], d loss / d pre-activation
+  float* x[2] = {};                     // batch buffers, max_batch × d[0]
+  int cur = 0;                          // x[cur] is this step's batch...
+  int gather = 0;                       // ...once gathered, if this is set
+  const uint8_t* images = nullptr;
+  const int32_t* labels = nullptr;
+  const int32_t* idx = nullptr;
+  const int32_t* next_idx = nullptr;  // the next step's samples, into x[cur ^ 1] (null: none)
+  int next_n = 0;
+  double* loss = nullptr;  // per sample
+  int* correct = nullptr;  // per sample: argmax == label
+  double* acc = nullptr;
+  float* ws = nullptr;        // split sums: tiles × splits × 256
+  int* tile_count = nullptr;  // splits done per tile; 0 between phases
+  unsigned long long* times = nullptr;  // development aid, see stamp()
+  float lr = 0, mu = 0, wd = 0, inv_n = 0;
+  int momentum = 0;
+};
+
+// ---- shared memory (dynamic: more than the 48 KB a static array may hold) --------------
+
+struct Smem {
+  double e[kMlpStepMaxClasses];  // head: exp(z − max) per class
+  double part[kThreads];         // the loss reduction
+  float a[kStages][kSlot];       // the chunk ring
+  float b[kStages][kSlot];
+  float ep[kStages][2][kTile * kTile];  // SGD epilogue: the tile's parameters and momenta
+  float red[kGroups - 1][kThreads / kGroups][4];
+  float z[kMlpStepMaxClasses];  // head: logits, then dlogits
+  int cnt[kThreads];
+  int flag;
+};
+
+// ---- cp.async: global → shared without a register, completed in groups -----------------
+
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
+               "r"(valid ? 4 : 0));  // a size of 0 reads nothing and writes zero
+}
+// Copies `bytes` (0..16) of src and zero-fills the rest of the 16 at dst.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
+  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
+
+// ---- SGD, the formula of train_kernels.cu (each operation rounded on its own) ---------
+
+__device__ __forceinline__ void sgd_one(float& p, float g, float& v, const Net& net) {
+  const float gg = __fadd_rn(g, __fmul_rn(net.wd, p));
+  if (net.momentum) {
+    v = __fadd_rn(__fmul_rn(net.mu, v), gg);
+    p = __fsub_rn(p, __fmul_rn(net.lr, v));
+  } else {
+    p = __fsub_rn(p, __fmul_rn(net.lr, gg));
+  }
+}
+
+// ---- products ------------------------------------------------------------------------
+
+// A matrix operand, element (r, k): f[r·ld + k] when KFAST (consecutive k
+// adjacent), else f[k·ld + r].
+struct Operand {
+  const float* f;
+  int ld;
+};
+
+enum EpiKind {
+  kEpiForward,  // out[m·ld + j] = relu(v + bias[j])
+  kEpiMasked,   // out[m·ld + j] = mask[m·ld + j] > 0 ? v : 0
+  kEpiGrad,     // out[m·ld + j] = v
+  kEpiGradSgd,  // out (the gradient) = v, then SGD on param/mom at the same place
+};
+
+struct Epilogue {
+  float* out;
+  int ld;
+  const float* bias;
+  const float* mask;
+  float* param;
+  float* mom;  // null without momentum
+};
+
+// Copy rows [r0, r0 + 16) × k [k0, k0 + 64) of an operand into a slot laid
+// out as above, zeros outside rows × kdim. Thread t moves 4 adjacent
+// elements: with 16 bytes when ld is a multiple of 4 (vec), else one by one.
+template <bool KFAST>
+__device__ __forceinline__ void copy_chunk(const Operand& o, bool vec, int rows, int r0, int kdim,
+                                           int k0, float* s) {
+  const int t = int(threadIdx.x);
+  // KFAST: row t / 16, k 4·(t mod 16) .. +3; else k t / 4, rows 4·(t mod 4) .. +3.
+  const int r = KFAST ? t / (kChunk / 4) : 4 * (t % (kTile / 4));
+  const int k = KFAST ? 4 * (t % (kChunk / 4)) : t / (kTile / 4);
+  const int gr = r0 + r, gk = k0 + k;
+  float* dst = KFAST ? s + r * kRowK + k : s + k * kRowR + r;
+  // How many of the 4 adjacent elements exist (along k, or along rows).
+  int have = KFAST ? (gr < rows ? kdim - gk : 0) : (gk < kdim ? rows - gr : 0);
+  have = have < 0 ? 0 : (have > 4 ? 4 : have);
+  const float* src = o.f + (KFAST ? (long long)gr * o.ld + gk : (long long)gk * o.ld + gr);
+  if (vec) {
+    cp_async16(dst, have > 0 ? src : o.f, 4 * have);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) cp_async4(dst + i, i < have ? src + i : o.f, i < have);
+  }
+}
+
+// Operand values at k-offsets k..k+3 of a chunk for local rows r and r + 1:
+// v[i][q] = element (r + i, k + q).
+template <bool KFAST>
+__device__ __forceinline__ void fragment(const float* s, int r, int k, float (&v)[2][4]) {
+  if (KFAST) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float4 f = *reinterpret_cast<const float4*>(s + (r + i) * kRowK + k);
+      v[i][0] = f.x;
+      v[i][1] = f.y;
+      v[i][2] = f.z;
+      v[i][3] = f.w;
+    }
+  } else {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float2 f = *reinterpret_cast<const float2*>(s + (k + q) * kRowR + r);
+      v[0][q] = f.x;
+      v[1][q] = f.y;
+    }
+  }
+}
+
+// What group 0 does with a finished output (m, j) of the tile at (m0, j0);
+// ep: the tile's prefetched parameters and momenta (kEpiGradSgd), or null.
+template <EpiKind E>
+__device__ __forceinline__ void finish(const Epilogue& e, const Net& net, const float* ep,
+                                       int m0, int j0, int m, int j, float v) {
+  const long long at = (long long)m * e.ld + j;
+  if constexpr (E == kEpiForward) {
+    const float z = v + e.bias[j];
+    e.out[at] = z < 0.0f ? 0.0f : z;
+  } else if constexpr (E == kEpiMasked) {
+    e.out[at] = e.mask[at] > 0.0f ? v : 0.0f;
+  } else if constexpr (E == kEpiGrad) {
+    e.out[at] = v;
+  } else {
+    e.out[at] = v;
+    const int t = (m - m0) * kTile + (j - j0);
+    float p = ep ? ep[t] : e.param[at];
+    float mom = !e.mom ? 0.0f : ep ? ep[kTile * kTile + t] : e.mom[at];
+    sgd_one(p, v, mom, net);
+    e.param[at] = p;
+    if (e.mom) e.mom[at] = mom;
+  }
+}
+
+// C[M×N] = Σ_k A(m, k)·B(j, k), then the epilogue, over this block's share.
+//
+// Work items: each 16×16 tile's k range is cut into S splits of equal chunk
+// counts (the last may be shorter), S chosen so that the items about fill the
+// grid when the tiles alone would not (forward and masked products only: a
+// phase has at most one of those, so they can share one workspace). The
+// items of a phase's products are numbered one after another from `first`;
+// block b takes items b, b + G, ... (G the grid size), and its (item, chunk)
+// pairs form one stream through the cp.async ring. A split's sum goes to the
+// workspace; the block that completes a tile's last split (a counter per
+// tile says which) adds the S sums in split order — the same order whoever
+// finishes last — and runs the epilogue. Returns the first item number after
+// this product's. Block-uniform.
+template <bool KFA, bool KFB, EpiKind E>
+__device__ int product(const Net& net, Smem& sm, int first, const Operand& A, const Operand& B,
+                       int M, int N, int K, const Epilogue& epi) {
+  const int tn = (N + kTile - 1) / kTile;
+  const int tiles = ((M + kTile - 1) / kTile) * tn;
+  const int G = int(gridDim.x);
+  const int chunks = K > kChunk ? (K + kChunk - 1) / kChunk : 1;
+  int S = 1, cps = chunks;  // splits, chunks per split
+  if (E == kEpiForward || E == kEpiMasked) {
+    S = G / tiles;
+    S = S < 1 ? 1 : (S > kMaxSplit ? kMaxSplit : S);
+    S = S > chunks ? chunks : S;
+    cps = (chunks + S - 1) / S;
+    S = (chunks + cps - 1) / cps;  // no empty split
+  }
+  const int items = tiles * S;
+  int u0 = (int(blockIdx.x) - first) % G;  // this block's first item of the product
+  if (u0 < 0) u0 += G;
+  const int mine = u0 < items ? (items - u0 + G - 1) / G : 0;
+  if (mine == 0) return first + items;
+  auto item_len = [&](int i) {
+    const int s = (u0 + i * G) % S;
+    const int left = chunks - s * cps;
+    return left < cps ? left : cps;
+  };
+  // With one chunk per tile, each tile owns one ring slot from its first copy
+  // to its epilogue, so the SGD operands can travel in the slot.
+  const bool ep_ring = E == kEpiGradSgd && chunks == 1;
+
+  auto vec = [](const Operand& o) {
+    return o.ld % 4 == 0 && (reinterpret_cast<uintptr_t>(o.f) & 15) == 0;
+  };
+  const bool avec = vec(A), bvec = vec(B);
+  const int tid = int(threadIdx.x);
+  const int g = tid / (kThreads / kGroups), lt = tid % (kThreads / kGroups);
+  const int ty = lt / (kTile / 2), tx = lt % (kTile / 2);
+
+  // The issue cursor: item ii, chunk ic within it; p counts ring positions.
+  int ii = 0, ic = 0, ilen = item_len(0);
+  auto issue = [&](int p) {
+    if (ii < mine) {
+      const int u = u0 + ii * G, t = u / S, c = (u % S) * cps + ic, slot = p % kStages;
+      const int m0 = (t / tn) * kTile, j0 = (t % tn) * kTile;
+      copy_chunk<KFA>(A, avec, M, m0, K, c * kChunk, sm.a[slot]);
+      copy_chunk<KFB>(B, bvec, N, j0, K, c * kChunk, sm.b[slot]);
+      if (ep_ring) {
+        const int m = m0 + tid / kTile, j = j0 + tid % kTile;
+        const bool valid = m < M && j < N;
+        const long long at = valid ? (long long)m * epi.ld + j : 0;
+        cp_async4(&sm.ep[slot][0][tid], epi.param + at, valid);
+        if (epi.mom) cp_async4(&sm.ep[slot][1][tid], epi.mom + at, valid);
+      }
+      if (++ic == ilen && ++ii < mine) {
+        ic = 0;
+        ilen = item_len(ii);
+      }
+    }
+    cp_commit();  // an empty group past the end keeps the counting simple
+  };
+
+  for (int p = 0; p < kStages - 1; ++p) issue(p);
+  float acc[2][2] = {};
+  int ci = 0, cc = 0, clen = item_len(0);  // the compute cursor
+  for (int p = 0; ci < mine; ++p) {
+    cp_wait<kStages - 2>();  // this thread's copies of position p have landed
+    __syncthreads();         // everyone's have; and position p − 1's slot is free
+    issue(p + kStages - 1);
+    const int slot = p % kStages;
+    if (cc == 0) acc[0][0] = acc[0][1] = acc[1][0] = acc[1][1] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < kGroupK; kk += 4) {
+      const int k = g * kGroupK + kk;
+      float a[2][4], b[2][4];
+      fragment<KFA>(sm.a[slot], 2 * ty, k, a);
+      fragment<KFB>(sm.b[slot], 2 * tx, k, b);
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) acc[i][j] = fmaf(a[i][q], b[j][q], acc[i][j]);
+    }
+    if (++cc < clen) continue;
+    // The item is summed: reduce the groups in order, then finish or hand over.
+    const int u = u0 + ci * G, t = u / S, s = u % S;
+    const int m0 = (t / tn) * kTile, j0 = (t % tn) * kTile;
+    if (++ci < mine) {
+      cc = 0;
+      clen = item_len(ci);
+    }
+    if (g > 0) {
+      sm.red[g - 1][lt][0] = acc[0][0];
+      sm.red[g - 1][lt][1] = acc[0][1];
+      sm.red[g - 1][lt][2] = acc[1][0];
+      sm.red[g - 1][lt][3] = acc[1][1];
+    }
+    __syncthreads();
+    if (g == 0) {
+#pragma unroll
+      for (int q = 0; q < kGroups - 1; ++q) {
+        acc[0][0] += sm.red[q][lt][0];
+        acc[0][1] += sm.red[q][lt][1];
+        acc[1][0] += sm.red[q][lt][2];
+        acc[1][1] += sm.red[q][lt][3];
+      }
+    }
+    if (S == 1) {
+      if (g == 0) {
+        const float* ep = ep_ring ? &sm.ep[slot][0][0] : nullptr;
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const int m = m0 + 2 * ty + i, jj = j0 + 2 * tx + j;
+            if (m < M && jj < N) finish<E>(epi, net, ep, m0, j0, m, jj, acc[i][j]);
+          }
+      }
+      continue;
+    }
+    float* part = net.ws + (long long)t * S * (kTile * kTile);
+    if (g == 0)
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+          part[s * (kTile * kTile) + (2 * ty + i) * kTile + 2 * tx + j] = acc[i][j];
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) sm.flag = atomicAdd(&net.tile_count[t], 1) == S - 1;
+    __syncthreads();
+    if (sm.flag) {  // block-uniform: this block completed the tile
+      __threadfence();
+      const int m = m0 + tid / kTile, jj = j0 + tid % kTile;
+      float v = 0.0f;
+      for (int q = 0; q < S; ++q) v += __ldcg(part + q * (kTile * kTile) + tid);
+      if (m < M && jj < N) finish<E>(epi, net, nullptr, m0, j0, m, jj, v);
+      if (tid == 0) net.tile_count[t] = 0;  // ready for the next phase
+    }
+  }
+  cp_wait_all();
+  __syncthreads();  // the ring and red are free for whatever comes next
+  return first + items;
+}
+
+// gb[l][j] = Σ_rows dpre[l][row][j], optionally with the SGD update of b[l].
+// Eight adjacent lanes share a feature: lane q adds rows q, q + 8, ... in
+// order (its loads all in flight at once), then the eight partial sums meet
+// in a fixed butterfly. `first` is this thread's index among `stride`
+// threads (both multiples of 32).
+constexpr int kBiasLanes = 8;
+
+__device__ void bias_grads(const Net& net, int l, bool update, long long first,
+                           long long stride) {
+  const int N = net.d[l + 1], n = net.n;
+  const float* dp = net.dpre[l];
+  const long long span = ((long long)N * kBiasLanes + 31) / 32 * 32;  // whole warps
+  for (long long i = first; i < span; i += stride) {
+    const long long j = i / kBiasLanes;
+    const int q = int(i % kBiasLanes);
+    float s = 0.0f;
+    if (j < N) {
+#pragma unroll 8
+      for (int r = q; r < n; r += kBiasLanes) s += dp[(long long)r * N + j];
+    }
+#pragma unroll
+    for (int off = kBiasLanes / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (j < N && q == 0) {
+      net.gb[l][j] = s;
+      if (update) {
+        float p = net.b[l][j], v = net.vb[l] ? net.vb[l][j] : 0.0f;
+        sgd_one(p, s, v, net);
+        net.b[l][j] = p;
+        if (net.vb[l]) net.vb[l][j] = v;
+      }
+    }
+  }
+}
+
+// Samples idx[0..count) of the dataset into x as floats (pixel / 255, as
+// gather_batch rounds it); `first` is this thread's index among `stride`.
+__device__ void gather(const Net& net, const int32_t* idx, int count, float* x, long long first,
+                       long long stride) {
+  const long long row = net.d[0];
+  for (long long i = first; i < count * row; i += stride) {
+    const long long s = i / row, e = i - s * row;
+    x[i] = __fdiv_rn(float(net.images[(long long)idx[s] * row + e]), 255.0f);
+  }
+}
+
+// ---- the head ----------------------------------------------------------------------
+
+// For each sample r (one block per sample, the grid's blocks in turn): the
+// logits z = act[L−2][r]·W[L−1]ᵀ + b[L−1] (warp w takes classes w, w + 8, …;
+// its lanes split k and add in a fixed butterfly); softmax cross-entropy as
+// ce_sample_kernel computes it (first maximum, exp and the sum in double,
+// softmax rounded to float); dlogits into dpre[L−1]; and dpre[L−2][r] =
+// (dlogits·W[L−1]) ⊙ (act[L−2][r] > 0), a thread per element.
+__device__ void head_row(const Net& net, Smem& sm, int r) {
+  const int tid = int(threadIdx.x), lane = tid % 32, wp = tid / 32;
+  const int L = net.L, K = net.d[L - 1], C = net.d[L];
+  const float* h = net.act[L - 2] + (long long)r * K;
+  const float* W = net.w[L - 1];
+  for (int j = wp; j < C; j += kWarps) {
+    const float* wj = W + (long long)j * K;
+    float part = 0.0f;
+    for (int k = lane; k < K; k += 32) part = fmaf(h[k], wj[k], part);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) part += __shfl_xor_sync(0xffffffffu, part, off);
+    if (lane == 0) sm.z[j] = part + net.b[L - 1][j];
+  }
+  __syncthreads();
+  if (wp == 0) {
+    const int label = net.labels[net.idx[r]];
+    int arg = 0;
+    for (int j = 1; j < C; ++j)
+      if (sm.z[j] > sm.z[arg]) arg = j;
+    const double m = double(sm.z[arg]);
+    if (lane < C) sm.e[lane] = exp(double(sm.z[lane]) - m);
+    __syncwarp();
+    double sum = 0.0;
+    for (int j = 0; j < C; ++j) sum += sm.e[j];
+    if (lane == 0) {
+      net.loss[r] = log(sum) - (double(sm.z[label]) - m);
+      net.correct[r] = arg == label ? 1 : 0;
+    }
+    const double inv_sum = 1.0 / sum;
+    __syncwarp();  // every lane has read the logits before they are overwritten
+    if (lane < C) {
+      const float softmax = float(sm.e[lane] * inv_sum);
+      const float gz = (softmax - (lane == label ? 1.0f : 0.0f)) * net.inv_n;
+      net.dpre[L - 1][(long long)r * C + lane] = gz;
+      sm.z[lane] = gz;  // dlogits, for the input gradient
+    }
+  }
+  __syncthreads();
+  float* dh = net.dpre[L - 2] + (long long)r * K;
+  for (int k = tid; k < K; k += kThreads) {
+    float s = 0.0f;
+    for (int j = 0; j < C; ++j) s = fmaf(sm.z[j], W[(long long)j * K + k], s);
+    dh[k] = h[k] > 0.0f ? s : 0.0f;
+  }
+  __syncthreads();  // sm.z is reused by the block's next sample
+}
+
+// Development aid: with a non-null net.times, block 0 stamps the global timer
+// at the start and after each phase.
+__device__ __forceinline__ void stamp(const Net& net, int& i) {
+  if (net.times && blockIdx.x == 0 && threadIdx.x == 0) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    net.times[i] = t;
+  }
+  ++i;
+}
+
+// ---- the step ------------------------------------------------------------------------
+
+__global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
+  cg::grid_group grid = cg::this_grid();
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  const int L = net.L, n = net.n;
+  const long long gthread = (long long)blockIdx.x * kThreads + threadIdx.x;
+  const long long gthreads = (long long)gridDim.x * kThreads;
+  const float* x = net.x[net.cur];
+  int ts = 0;
+  stamp(net, ts);
+  if (net.gather) {  // grid-uniform
+    gather(net, net.idx, n, net.x[net.cur], gthread, gthreads);
+    grid.sync();
+  }
+  stamp(net, ts);
+
+  // Forward through the hidden layers.
+  for (int l = 0; l < L - 1; ++l) {
+    product<true, true, kEpiForward>(
+        net, sm, 0, Operand{l == 0 ? x : net.act[l - 1], net.d[l]}, Operand{net.w[l], net.d[l]},
+        n, net.d[l + 1], net.d[l],
+        Epilogue{net.act[l], net.d[l + 1], net.b[l], nullptr, nullptr, nullptr});
+    grid.sync();
+    stamp(net, ts);
+  }
+
+  // The output layer, the loss and the first input gradient, a block per
+  // sample; blocks left over gather the next batch.
+  for (int r = int(blockIdx.x); r < n; r += int(gridDim.x)) head_row(net, sm, r);
+  const bool spare = int(gridDim.x) > n;  // grid-uniform
+  if (spare && net.next_idx && int(blockIdx.x) >= n)
+    gather(net, net.next_idx, net.next_n, net.x[net.cur ^ 1],
+           (long long)(int(blockIdx.x) - n) * kThreads + threadIdx.x,
+           (long long)(int(gridDim.x) - n) * kThreads);
+  grid.sync();
+  stamp(net, ts);
+
+  // Backward through the middle layers.
+  for (int l = L - 2; l >= 1; --l) {
+    const int out = net.d[l + 1], in = net.d[l];
+    bias_grads(net, l, false, gthread, gthreads);
+    // dpre[l−1] = (dpre[l]·W[l]) ⊙ (act[l−1] > 0): A(m, k) = dpre[l][m][k], B(i, k) = W[l][k][i]
+    const int first = product<true, false, kEpiMasked>(
+        net, sm, 0, Operand{net.dpre[l], out}, Operand{net.w[l], in}, n, in, out,
+        Epilogue{net.dpre[l - 1], in, nullptr, net.act[l - 1], nullptr, nullptr});
+    // gW[l] = dpre[l]ᵀ·act[l−1]: A(j, r) = dpre[l][r][j], B(i, r) = act[l−1][r][i]
+    product<false, false, kEpiGrad>(net, sm, first, Operand{net.dpre[l], out},
+                                    Operand{net.act[l - 1], in}, out, in, n,
+                                    Epilogue{net.gw[l], in, nullptr, nullptr, nullptr, nullptr});
+    grid.sync();
+    stamp(net, ts);
+  }
+
+  // The last phase: the next batch, the first and last layers' gradients with
+  // the update fused in, the middle layers' updates, and the batch's loss.
+  if (!spare && net.next_idx)
+    gather(net, net.next_idx, net.next_n, net.x[net.cur ^ 1], gthread, gthreads);
+  bias_grads(net, 0, true, gthread, gthreads);
+  bias_grads(net, L - 1, true, gthread, gthreads);
+  for (int l = 1; l < L - 1; ++l) {
+    const long long nw = (long long)net.d[l + 1] * net.d[l];
+    for (long long i = gthread; i < nw; i += gthreads) {
+      float p = net.w[l][i], v = net.vw[l] ? net.vw[l][i] : 0.0f;
+      sgd_one(p, net.gw[l][i], v, net);
+      net.w[l][i] = p;
+      if (net.vw[l]) net.vw[l][i] = v;
+    }
+    for (long long i = gthread; i < net.d[l + 1]; i += gthreads) {
+      float p = net.b[l][i], v = net.vb[l] ? net.vb[l][i] : 0.0f;
+      sgd_one(p, net.gb[l][i], v, net);
+      net.b[l][i] = p;
+      if (net.vb[l]) net.vb[l][i] = v;
+    }
+  }
+  if (blockIdx.x == gridDim.x - 1) {  // block-uniform: the batch's loss, in a fixed order
+    double s = 0.0;
+    int c = 0;
+    for (int r = int(threadIdx.x); r < n; r += kThreads) {
+      s += net.loss[r];
+      c += net.correct[r];
+    }
+    sm.part[threadIdx.x] = s;
+    sm.cnt[threadIdx.x] = c;
+    __syncthreads();
+    for (int half = kThreads / 2; half > 0; half >>= 1) {
+      if (int(threadIdx.x) < half) {
+        sm.part[threadIdx.x] += sm.part[threadIdx.x + half];
+        sm.cnt[threadIdx.x] += sm.cnt[threadIdx.x + half];
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      net.acc[0] += sm.part[0];
+      net.acc[1] += double(sm.cnt[0]);
+    }
+  }
+  stamp(net, ts);
+  const int d0 = net.d[0], d1 = net.d[1], dl = net.d[L], dl1 = net.d[L - 1];
+  // gW[0] = dpre[0]ᵀ·X: A(j, r) = dpre[0][r][j], B(i, r) = x[r][i]
+  const int first = product<false, false, kEpiGradSgd>(
+      net, sm, 0, Operand{net.dpre[0], d1}, Operand{x, d0}, d1, d0, n,
+      Epilogue{net.gw[0], d0, nullptr, nullptr, net.w[0], net.vw[0]});
+  // gW[L−1] = dpre[L−1]ᵀ·act[L−2]
+  product<false, false, kEpiGradSgd>(
+      net, sm, first, Operand{net.dpre[L - 1], dl}, Operand{net.act[L - 2], dl1}, dl, dl1, n,
+      Epilogue{net.gw[L - 1], dl1, nullptr, nullptr, net.w[L - 1], net.vw[L - 1]});
+  stamp(net, ts);
+  if (net.times) {
+    grid.sync();
+    stamp(net, ts);
+  }
+}
+
+}  // namespace
+
+struct MlpStep::State {
+  Net net;
+  int blocks = 0, max_batch = 0;
+  Tensor acts, dpres, loss, correct, x, ws, tile_count;
+  // Which samples the previous run gathered for its successor, into x[buf].
+  struct Ready {
+    bool valid = false;
+    const uint8_t* images = nullptr;
+    const int32_t* idx = nullptr;
+    int n = 0, buf = 0;
+    uint64_t version = 0;
+  } ready;
+  Tensor times;  // HPMC_FUSED_TIMING: the phase stamps of the last step
+};
+
+MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
+  const int L = int(d.dims.size()) - 1;
+  HPMC_CHECK(L >= 2 && L <= kMlpStepMaxLayers, "fused MLP step: ", L, " layers (2 to ",
+             kMlpStepMaxLayers, " supported)");
+  HPMC_CHECK(d.dims[L] >= 1 && d.dims[L] <= kMlpStepMaxClasses, "fused MLP step: ", d.dims[L],
+             " classes (at most ", kMlpStepMaxClasses, ")");
+  HPMC_CHECK(int(d.w.size()) == L && int(d.b.size()) == L && int(d.gw.size()) == L &&
+                 int(d.gb.size()) == L,
+             "fused MLP step: pointers for ", d.w.size(), " layers, dims for ", L);
+  HPMC_CHECK(d.max_batch >= 1, "fused MLP step: max batch ", d.max_batch);
+  std::string why;
+  if (!mlp_step_supported(&why)) throw RuntimeError("fused MLP step: " + why);
+  Net& net = s_->net;
+  net.L = L;
+  net.momentum = d.momentum != 0.0f;
+  net.lr = d.lr;
+  net.mu = d.momentum;
+  net.wd = d.weight_decay;
+  // Each buffer starts on 16 bytes, for the 16-byte copies.
+  auto round4 = [](size_t v) { return (v + 3) & ~size_t(3); };
+  size_t act_elems = 0, dpre_elems = 0;
+  for (int l = 0; l <= L; ++l) {
+    HPMC_CHECK(d.dims[l] >= 1, "fused MLP step: layer width ", d.dims[l]);
+    net.d[l] = d.dims[l];
+  }
+  for (int l = 0; l < L; ++l) {
+    net.w[l] = d.w[l];
+    net.b[l] = d.b[l];
+    net.gw[l] = d.gw[l];
+    net.gb[l] = d.gb[l];
+    if (net.momentum) {
+      HPMC_CHECK(l < int(d.vw.size()) && l < int(d.vb.size()) && d.vw[l] && d.vb[l],
+                 "fused MLP step: momentum without its buffers");
+      net.vw[l] = d.vw[l];
+      net.vb[l] = d.vb[l];
+    }
+    dpre_elems += round4(size_t(d.max_batch) * d.dims[l + 1]);
+    if (l < L - 1) act_elems += round4(size_t(d.max_batch) * d.dims[l + 1]);
+  }
+  auto floats = [](size_t n) {
+    HPMC_CHECK(n < size_t(1) << 31, "fused MLP step: a workspace of ", n, " floats");
+    return Tensor::empty(Shape(int(n), 1, 1, 1), DType::kF32, Device::kGPU);
+  };
+  s_->acts = floats(act_elems);
+  s_->dpres = floats(dpre_elems);
+  const size_t xs = round4(size_t(d.max_batch) * size_t(d.dims[0]));
+  s_->x = floats(2 * xs);
+  // The split workspace: the largest forward or input-gradient product's tiles.
+  size_t most_tiles = 1;
+  for (int l = 1; l < L; ++l)
+    most_tiles = std::max(most_tiles, size_t((d.max_batch + kTile - 1) / kTile) *
+                                          size_t((d.dims[l] + kTile - 1) / kTile));
+  s_->ws = floats(most_tiles * kMaxSplit * kTile * kTile);
+  s_->tile_count = Tensor::zeros(Shape(int(most_tiles), 1, 1, 1), DType::kI32, Device::kGPU);
+  s_->loss = Tensor::empty(Shape(d.max_batch, 1, 1, 1), DType::kF64, Device::kGPU);
+  s_->correct = Tensor::empty(Shape(d.max_batch, 1, 1, 1), DType::kI32, Device::kGPU);
+  float* ap = s_->acts.data<float>();
+  float* dp = s_->dpres.data<float>();
+  for (int l = 0; l < L; ++l) {
+    net.dpre[l] = dp;
+    dp += round4(size_t(d.max_batch) * d.dims[l + 1]);
+    if (l < L - 1) {
+      net.act[l] = ap;
+      ap += round4(size_t(d.max_batch) * d.dims[l + 1]);
+    }
+  }
+  net.x[0] = s_->x.data<float>();
+  net.x[1] = net.x[0] + xs;
+  net.loss = s_->loss.data<double>();
+  net.correct = s_->correct.data<int32_t>();
+  net.ws = s_->ws.data<float>();
+  net.tile_count = s_->tile_count.data<int32_t>();
+
+  int dev = 0, sms = 0, per_sm = 0;
+  HPMC_CUDA_CHECK(cudaGetDevice(&dev));
+  HPMC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  HPMC_CUDA_CHECK(cudaFuncSetAttribute(mlp_step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(sizeof(Smem))));
+  HPMC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mlp_step_kernel,
+                                                                kThreads, sizeof(Smem)));
+  HPMC_CHECK(per_sm >= 1, "fused MLP step: the kernel does not fit on a multiprocessor");
+  // Two blocks per multiprocessor where they fit: 16 warps hide more latency
+  // than 8, at a slightly dearer grid barrier.
+  int want = 2;
+  if (const char* e = std::getenv("HPMC_FUSED_BLOCKS_PER_SM")) want = std::max(1, std::atoi(e));
+  s_->blocks = sms * std::min(per_sm, want);
+  s_->max_batch = d.max_batch;
+}
+
+MlpStep::~MlpStep() = default;
+
+int MlpStep::blocks() const { return s_->blocks; }
+
+void MlpStep::run(const uint8_t* images, const int32_t* labels, const int32_t* idx, int n,
+                  uint64_t order_version, double* acc, const int32_t* next_idx, int next_n) {
+  HPMC_CHECK(n >= 0 && n <= s_->max_batch && next_n >= 0 && next_n <= s_->max_batch,
+             "fused MLP step: batch ", n, ", next ", next_n, " (at most ", s_->max_batch, ")");
+  if (n == 0) return;
+  Net net = s_->net;
+  net.n = n;
+  net.inv_n = float(1.0 / double(n));  // the loss's scale (losses.cu)
+  net.images = images;
+  net.labels = labels;
+  net.idx = idx;
+  net.acc = acc;
+  State::Ready& r = s_->ready;
+  const bool ready = r.valid && r.images == images && r.idx == idx && r.n == n &&
+                     r.version == order_version;
+  net.cur = ready ? r.buf : 0;
+  net.gather = ready ? 0 : 1;
+  r.valid = next_n > 0 && next_idx;
+  if (r.valid) {
+    net.next_idx = next_idx;
+    net.next_n = next_n;
+    r = State::Ready{true, images, next_idx, next_n, net.cur ^ 1, order_version};
+  }
+  const bool timing = std::getenv("HPMC_FUSED_TIMING") != nullptr;
+  if (timing) {
+    if (s_->times.numel() == 0)
+      s_->times = Tensor::zeros(Shape(2 * kMlpStepMaxLayers + 8, 1, 1, 1), DType::kF64, Device::kGPU);
+    net.times = reinterpret_cast<unsigned long long*>(s_->times.data<double>());
+  }
+  void* args[] = {&net};
+  HPMC_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(mlp_step_kernel),
+                                              dim3(unsigned(s_->blocks)), dim3(kThreads), args,
+                                              sizeof(Smem), nullptr));
+  HPMC_CUDA_LAUNCH_CHECK("fused MLP step kernel");
+  if (timing) {  // development aid: microseconds of each phase, to stderr
+    Tensor h = s_->times.to_device(Device::kCPU);
+    const auto* t = reinterpret_cast<const unsigned long long*>(h.data<double>());
+    const int phases = 2 * (net.L - 1) + 4;
+    std::fprintf(stderr, "fused step phases (us, gather first):");
+    for (int i = 1; i <= phases; ++i) std::fprintf(stderr, " %.2f", (t[i] - t[i - 1]) * 1e-3);
+    std::fprintf(stderr, "\n");
+  }
+}
+
+bool mlp_step_supported(std::string* why) {
+  if (device_count() == 0) {
+    if (why) *why = "no CUDA device is visible";
+    return false;
+  }
+  int dev = 0, coop = 0;
+  HPMC_CUDA_CHECK(cudaGetDevice(&dev));
+  HPMC_CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
+  if (!coop) {
+    if (why) *why = "the device cannot launch cooperative kernels";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace hpmc::gpu

@@ -1,0 +1,121 @@
+#include "model/fused_step.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "layers/gpu/mlp_step.h"
+#include "model/batches.h"
+
+namespace hpmc {
+
+namespace {
+
+// The linear layers of an MLP of the fused kind, or empty with *why set.
+std::vector<const Layer*> mlp_linears(const Model& model, std::string* why) {
+  std::vector<const Layer*> linears;
+  const auto& layers = model.layers();
+  size_t i = 0;
+  while (i < layers.size() && std::strcmp(layers[i]->type(), "flatten") == 0) ++i;
+  bool want_linear = true;
+  for (; i < layers.size(); ++i) {
+    const char* type = layers[i]->type();
+    if (want_linear && std::strcmp(type, "linear") == 0) {
+      linears.push_back(layers[i].get());
+    } else if (!want_linear && std::strcmp(type, "relu") == 0) {
+    } else {
+      *why = str("layer '", layers[i]->name(), "' (", type, ") is not part of a linear/relu chain");
+      return {};
+    }
+    want_linear = !want_linear;
+  }
+  if (want_linear) {  // ended on a relu (or no layer at all)
+    *why = "the model does not end with a linear layer";
+    return {};
+  }
+  return linears;
+}
+
+const ParamEntry* find_entry(const ParamStore& store, const std::string& name) {
+  for (const auto& e : store.entries())
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
+                               const Dataset& train) {
+  if (!cfg.fuse) return "training.fuse is false";
+  if (model.impl() != Impl::kIm2col) return str("the fused step is part of --impl im2col, not ",
+                                                impl_name(model.impl()));
+  for (const auto& l : model.layers()) {
+    const bool ok = l->device() == Device::kGPU &&
+                    (std::strcmp(l->type(), "linear") != 0 ||
+                     std::strcmp(l->impl(), impl_name(Impl::kIm2col)) == 0);
+    if (!ok) return str("layer '", l->name(), "' runs with impl ", l->impl());
+  }
+  if (!model.loss().is_classifier()) return "the loss is not softmax_cross_entropy";
+  std::string why;
+  const auto linears = mlp_linears(model, &why);
+  if (linears.empty()) return why;
+  const int L = int(linears.size());
+  if (L < 2 || L > gpu::kMlpStepMaxLayers)
+    return str(L, " linear layers (the fused step takes 2 to ", gpu::kMlpStepMaxLayers, ")");
+  for (const Layer* l : linears)
+    if (!find_entry(model.params(), l->name() + ".bias"))
+      return str("layer '", l->name(), "' has no bias");
+  const int classes = model.output_shape().per_sample();
+  if (classes > gpu::kMlpStepMaxClasses)
+    return str(classes, " classes (the fused step takes at most ", gpu::kMlpStepMaxClasses, ")");
+  const int32_t* lab = train.labels.data<int32_t>();
+  for (int i = 0; i < train.size(); ++i)
+    if (lab[i] < 0 || lab[i] >= classes)  // the layer-by-layer loss reports it
+      return str("training label ", lab[i], " of sample ", i, " is outside [0, ", classes, ")");
+  if (!gpu::mlp_step_supported(&why)) return why;
+  return "";
+}
+
+FusedStep::FusedStep(Model& model, const TrainingConfig& cfg, int max_batch) {
+  std::string why;
+  const auto linears = mlp_linears(model, &why);
+  HPMC_CHECK(!linears.empty(), "fused step: ", why);
+  ParamStore& ps = model.params();
+  float* p = ps.params().data<float>();
+  float* g = ps.grads().data<float>();
+  float* v = cfg.momentum != 0 ? ps.momentum().data<float>() : nullptr;
+  gpu::MlpStepDesc d;
+  d.dims.push_back(model.input_shape().per_sample());
+  for (const Layer* l : linears) {
+    const ParamEntry* w = find_entry(ps, l->name() + ".weight");
+    const ParamEntry* b = find_entry(ps, l->name() + ".bias");
+    HPMC_CHECK(w && b && w->dims.size() == 2 && w->dims[1] == d.dims.back(),
+               "fused step: unexpected parameters of layer '", l->name(), "'");
+    d.dims.push_back(w->dims[0]);
+    d.w.push_back(p + w->offset);
+    d.b.push_back(p + b->offset);
+    d.gw.push_back(g + w->offset);
+    d.gb.push_back(g + b->offset);
+    d.vw.push_back(v ? v + w->offset : nullptr);
+    d.vb.push_back(v ? v + b->offset : nullptr);
+  }
+  d.lr = float(cfg.lr);
+  d.momentum = float(cfg.momentum);
+  d.weight_decay = float(cfg.weight_decay);
+  d.max_batch = max_batch;
+  step_ = std::make_unique<gpu::MlpStep>(d);
+}
+
+FusedStep::~FusedStep() = default;
+
+void FusedStep::run(const BatchFeeder& feed, int begin, int n, Tensor& acc) {
+  HPMC_CHECK(begin >= 0 && n >= 0 && begin + n <= feed.size(), "batch [", begin, ", ",
+             begin + n, ") outside ", feed.size(), " samples");
+  HPMC_CHECK(double(feed.size()) * double(feed.data().images.shape().per_sample()) < 2147483647.0,
+             "fused step: the dataset is too large for 32-bit pixel offsets");
+  const int next = begin + n, next_n = std::min(n, feed.size() - next);
+  step_->run(feed.device_images(), feed.device_labels(), feed.device_order() + begin, n,
+             feed.order_version(), acc.data<double>(), feed.device_order() + next, next_n);
+}
+
+}  // namespace hpmc

@@ -1,0 +1,49 @@
+// fused_step.h — a whole training step as one GPU kernel, for the models
+// that fit one (layers/gpu/mlp_step.h has the kernel and its phases).
+//
+// The trainer takes this path when training.fuse is true (the default), the
+// model runs on the GPU with --impl im2col, and the model is an MLP of the
+// mnist_mlp kind: optional leading flatten layers, then 2 to 8 linear layers
+// with a bias, a relu between each two and none after the last, softmax
+// cross-entropy on at most 32 classes, and every training label in range.
+// Anything else trains layer by layer, as does every model with
+// training.fuse: false. Both paths read and write the same parameter,
+// gradient and momentum buffers, so checkpoints, evaluation and resuming do
+// not care which one ran.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "data/dataset.h"
+#include "model/config.h"
+#include "model/model.h"
+
+namespace hpmc {
+
+class BatchFeeder;
+namespace gpu {
+class MlpStep;
+}
+
+// Why the model trains layer by layer, or "" when the fused step fits it.
+// Looks at the model, the training config and the training labels only.
+std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
+                               const Dataset& train);
+
+class FusedStep {
+ public:
+  // The fused step for batches up to max_batch; call only when
+  // fused_step_refusal() gave "".
+  FusedStep(Model& model, const TrainingConfig& cfg, int max_batch);
+  ~FusedStep();
+
+  // One step on order[begin, begin + n) of the feeder's epoch order (the
+  // feeder's dataset on the GPU); acc += {Σ loss, Σ correct}.
+  void run(const BatchFeeder& feed, int begin, int n, Tensor& acc);
+
+ private:
+  std::unique_ptr<gpu::MlpStep> step_;
+};
+
+}  // namespace hpmc

@@ -1,0 +1,240 @@
+// The fused MLP training step (model/fused_step.h, layers/gpu/mlp_step.cu):
+// which models take it, and that it trains as the layer-by-layer path does —
+// the same losses, weights, momentum and last gradients to rounding — for odd
+// widths, odd batches with a partial last batch, batch 1, 2 to 4 layers,
+// momentum and weight decay; and that it is deterministic.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "core/rng.h"
+#include "gpu_testing.h"
+#include "model/batches.h"
+#include "model/fused_step.h"
+#include "model/model.h"
+#include "model/trainer.h"
+#include "synthetic_data.h"
+#include "testing.h"
+
+namespace hpmc {
+namespace {
+
+// n random images of shape (1, h, w) with labels in [0, classes).
+Dataset random_data(int n, int h, int w, int classes, uint64_t seed) {
+  Dataset d;
+  d.source = "random";
+  d.images = Tensor::empty(Shape(n, 1, h, w), DType::kU8);
+  d.labels = Tensor::empty(Shape(n, 1, 1, 1), DType::kI32);
+  d.num_classes = classes;
+  Rng rng(seed);
+  for (size_t i = 0; i < size_t(n) * h * w; ++i) d.images.data<uint8_t>()[i] = uint8_t(rng.below(256));
+  for (int i = 0; i < n; ++i) d.labels.data<int32_t>()[i] = int32_t(rng.below(uint64_t(classes)));
+  return d;
+}
+
+// An MLP config: flatten, then linear layers of the given widths with relu between.
+std::string mlp_yaml(const std::vector<int>& widths, int batch, double momentum, double wd,
+                     bool fuse = true, int epochs = 2) {
+  std::ostringstream y;
+  y << "name: m\ndata: {format: mnist}\nmodel:\n  loss: softmax_cross_entropy\n  layers:\n"
+    << "    - {name: flat, type: flatten}\n";
+  for (size_t i = 0; i < widths.size(); ++i) {
+    y << "    - {name: fc" << i + 1 << ", type: linear, out_features: " << widths[i] << "}\n";
+    if (i + 1 < widths.size()) y << "    - {name: relu" << i + 1 << ", type: relu}\n";
+  }
+  y << "training: {epochs: " << epochs << ", batch_size: " << batch << ", lr: 0.05, momentum: "
+    << momentum << ", weight_decay: " << wd << ", seed: 7, fuse: " << (fuse ? "true" : "false")
+    << "}\n";
+  return y.str();
+}
+
+struct Trained {
+  std::unique_ptr<Model> model;
+  std::vector<EpochResult> epochs;
+  std::string path;
+};
+
+Trained train(const std::string& yaml, const Dataset& data, Impl impl = Impl::kIm2col) {
+  Trained t;
+  Config cfg = parse_config(yaml, "t.yaml");
+  t.model = Model::build(cfg, impl, data.sample_shape(), data.num_classes);
+  t.model->params().init(cfg.training.seed);
+  Trainer tr(*t.model, cfg.training);
+  tr.set_progress(Trainer::Progress::kQuiet);
+  {
+    BatchFeeder feed(data, t.model->device(), std::min(cfg.training.batch_size, data.size()),
+                     t.model->input_shape());
+    t.path = tr.step_path(feed);
+  }
+  std::ostringstream log;
+  Dataset none;
+  none.images = Tensor::empty(Shape(0, 1, 1, 1), DType::kU8);
+  none.labels = Tensor::empty(Shape(0, 1, 1, 1), DType::kI32);
+  t.epochs = tr.fit(data, none, log);
+  return t;
+}
+
+std::vector<float> host(const Tensor& t) {
+  Tensor h = t.to_device(Device::kCPU);
+  return std::vector<float>(h.data<float>(), h.data<float>() + h.numel());
+}
+
+// max |a − b| / max(max |b|, 1e-3) over the buffer.
+double buffer_rel(const Tensor& a, const Tensor& b) {
+  std::vector<float> x = host(a), y = host(b);
+  EXPECT_EQ(x.size(), y.size());
+  double diff = 0, scale = 1e-3;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(x[i])) << "element " << i;
+    diff = std::max(diff, std::fabs(double(x[i]) - double(y[i])));
+    scale = std::max(scale, std::fabs(double(y[i])));
+  }
+  return diff / scale;
+}
+
+// The fraction of elements with |a − b| ≤ tol · max |b|.
+double agreement(const Tensor& a, const Tensor& b, double tol) {
+  std::vector<float> x = host(a), y = host(b);
+  EXPECT_EQ(x.size(), y.size());
+  double scale = 1e-3;
+  for (float v : y) scale = std::max(scale, std::fabs(double(v)));
+  size_t ok = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i)
+    ok += std::fabs(double(x[i]) - double(y[i])) <= tol * scale ? 1 : 0;
+  return double(ok) / double(std::max<size_t>(1, y.size()));
+}
+
+void expect_same_training(const std::vector<int>& widths, int h, int w, int n, int batch,
+                          double momentum, double wd) {
+  const int classes = widths.back();
+  Dataset data = random_data(n, h, w, classes, 11 + uint64_t(n));
+  Trained fused = train(mlp_yaml(widths, batch, momentum, wd, true), data);
+  Trained plain = train(mlp_yaml(widths, batch, momentum, wd, false), data);
+  ASSERT_EQ(fused.path.rfind("fused", 0), 0u) << fused.path;
+  ASSERT_EQ(plain.path.rfind("layer by layer", 0), 0u) << plain.path;
+  ASSERT_EQ(fused.epochs.size(), plain.epochs.size());
+  for (size_t e = 0; e < plain.epochs.size(); ++e) {
+    const double a = fused.epochs[e].train_loss, b = plain.epochs[e].train_loss;
+    EXPECT_LE(std::fabs(a - b), 2e-5 * std::max(1.0, std::fabs(b)))
+        << "epoch " << e + 1 << " loss " << a << " vs " << b;
+    EXPECT_EQ(fused.epochs[e].train_accuracy, plain.epochs[e].train_accuracy)
+        << "epoch " << e + 1;
+  }
+  ParamStore& fp = fused.model->params();
+  ParamStore& pp = plain.model->params();
+  EXPECT_LE(buffer_rel(fp.params(), pp.params()), 2e-5) << "weights";
+  EXPECT_LE(buffer_rel(fp.grads(), pp.grads()), 2e-4) << "last gradients";
+  if (momentum != 0) EXPECT_LE(buffer_rel(fp.momentum(), pp.momentum()), 2e-4) << "momentum";
+}
+
+TEST(GpuFused, MatchesLayerByLayerOddShapes) {
+  HPMC_REQUIRE_GPU();
+  // 35 inputs, widths 37 and 13, 7 classes; 83 samples in batches of 16 (last 3).
+  expect_same_training({37, 13, 7}, 5, 7, 83, 16, 0.9, 1e-3);
+}
+
+TEST(GpuFused, MatchesLayerByLayerTwoLayersNoMomentum) {
+  HPMC_REQUIRE_GPU();
+  expect_same_training({19, 3}, 3, 3, 50, 64, 0.0, 0.0);  // one partial batch of 50
+}
+
+TEST(GpuFused, MatchesLayerByLayerFourLayersBatch1) {
+  HPMC_REQUIRE_GPU();
+  expect_same_training({65, 33, 17, 5}, 1, 1, 9, 1, 0.5, 0.0);
+}
+
+TEST(GpuFused, MatchesLayerByLayerLongSums) {
+  HPMC_REQUIRE_GPU();
+  // 143 inputs and batches of 67: sums over several 64-wide chunks.
+  expect_same_training({70, 5}, 13, 11, 134, 67, 0.9, 0.0);
+}
+
+// The mnist_mlp shape, one step on a batch of 130. The two paths add in
+// different orders, so a ReLU input within rounding of zero can fall on
+// different sides and send that unit's gradient another way: at 41,600 ReLU
+// inputs a step that happens now and then, and over many steps of training
+// on random labels it spreads. So this compares one step and lets a few
+// gradient elements (one unit's row is 784 of 304,000) differ.
+TEST(GpuFused, MatchesLayerByLayerMnistShapeOneStep) {
+  HPMC_REQUIRE_GPU();
+  Dataset data = random_data(130, 28, 28, 10, 21);
+  Trained fused = train(mlp_yaml({320, 160, 10}, 130, 0.9, 0.0, true, 1), data);
+  Trained plain = train(mlp_yaml({320, 160, 10}, 130, 0.9, 0.0, false, 1), data);
+  ASSERT_EQ(fused.path.rfind("fused", 0), 0u) << fused.path;
+  EXPECT_NEAR(fused.epochs[0].train_loss, plain.epochs[0].train_loss,
+              1e-6 * plain.epochs[0].train_loss);
+  ParamStore& fp = fused.model->params();
+  ParamStore& pp = plain.model->params();
+  EXPECT_GE(agreement(fp.grads(), pp.grads(), 1e-4), 0.995);
+  EXPECT_GE(agreement(fp.params(), pp.params(), 1e-5), 0.995);
+}
+
+TEST(GpuFused, Deterministic) {
+  HPMC_REQUIRE_GPU();
+  Dataset data = testing::synthetic_classes(640, 3);
+  const std::string y = mlp_yaml({320, 160, 10}, 64, 0.9, 1e-4);
+  Trained a = train(y, data), b = train(y, data);
+  ASSERT_EQ(a.path.rfind("fused", 0), 0u) << a.path;
+  std::vector<float> pa = host(a.model->params().params()), pb = host(b.model->params().params());
+  ASSERT_EQ(pa.size(), pb.size());
+  EXPECT_EQ(std::memcmp(pa.data(), pb.data(), pa.size() * sizeof(float)), 0);
+  EXPECT_EQ(a.epochs.back().train_loss, b.epochs.back().train_loss);
+}
+
+TEST(GpuFused, LearnsTheSyntheticClasses) {
+  HPMC_REQUIRE_GPU();
+  Dataset data = testing::synthetic_classes(3200, 5);
+  Trained t = train(mlp_yaml({320, 160, 10}, 64, 0.9, 0.0, true, 3), data);
+  ASSERT_EQ(t.path.rfind("fused", 0), 0u) << t.path;
+  EXPECT_LT(t.epochs.back().train_loss, 0.1);
+  EXPECT_GT(t.epochs.back().train_accuracy, 0.97);
+}
+
+std::string refusal(const std::string& yaml, const Dataset& data, Impl impl = Impl::kIm2col) {
+  Config cfg = parse_config(yaml, "t.yaml");
+  auto model = Model::build(cfg, impl, data.sample_shape(), data.num_classes);
+  return fused_step_refusal(*model, cfg.training, data);
+}
+
+TEST(GpuFused, WhichModelsTakeIt) {
+  HPMC_REQUIRE_GPU();
+  Dataset data = random_data(20, 4, 4, 10, 1);
+  EXPECT_EQ(refusal(mlp_yaml({8, 10}, 4, 0, 0), data), "");
+  EXPECT_NE(refusal(mlp_yaml({8, 10}, 4, 0, 0), data, Impl::kTiled).find("im2col"),
+            std::string::npos);
+  EXPECT_EQ(refusal(mlp_yaml({8, 10}, 4, 0, 0, false), data), "training.fuse is false");
+  EXPECT_NE(refusal(mlp_yaml({10}, 4, 0, 0), data).find("1 linear layers"), std::string::npos);
+  // A label outside the classes: the layer-by-layer loss reports it.
+  Dataset bad = data.slice(0, data.size());  // a copy
+  bad.labels.data<int32_t>()[13] = 10;
+  EXPECT_NE(refusal(mlp_yaml({8, 10}, 4, 0, 0), bad).find("label 10 of sample 13"),
+            std::string::npos);
+  Dataset wide = random_data(20, 4, 4, 33, 2);
+  EXPECT_NE(refusal(mlp_yaml({8, 33}, 4, 0, 0), wide).find("33 classes"), std::string::npos);
+  const char* conv = R"(name: c
+data: {format: mnist}
+model:
+  loss: softmax_cross_entropy
+  layers:
+    - {name: conv1, type: conv2d, out_channels: 2, kernel: 3, padding: 1}
+    - {name: flat, type: flatten}
+    - {name: fc1, type: linear, out_features: 10}
+)";
+  EXPECT_NE(refusal(conv, data).find("conv1"), std::string::npos);
+  const char* nobias = R"(name: c
+data: {format: mnist}
+model:
+  loss: softmax_cross_entropy
+  layers:
+    - {name: flat, type: flatten}
+    - {name: fc1, type: linear, out_features: 8, bias: false}
+    - {name: relu1, type: relu}
+    - {name: fc2, type: linear, out_features: 10}
+)";
+  EXPECT_NE(refusal(nobias, data).find("no bias"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hpmc
