@@ -676,6 +676,190 @@ TEST(GpuImplicit, ConvEmptyBatch) {
   }
 }
 
+// ---- thin convolutions: K ≤ 4 output channels (conv2d_thin.cu) ------------------------------
+//
+// choose_thin sends these to their own kernels: kFast3x3 for 3×3 / stride 1 /
+// pad 1 / W % 4 == 0 / aligned, kGeneric otherwise (ImplicitPlan.ThinChoices
+// pins the routing of the shapes below). The sizes straddle the fast kernels'
+// tiles: 32 columns per warp (W = 4 … 100), 8 rows per forward block and per
+// weight-gradient tile, 4 per backward-data warp (H = 1 … 33), 8 warps
+// splitting C with 16-channel weight rounds in forward (C = 1 … 300), 32
+// channels per backward-data block (C = 33).
+
+TEST(GpuImplicitThin, Fast3x3Shapes) {
+  HPMC_REQUIRE_GPU();
+  check_convs(
+      {
+          {1, 1, 1, 4, 1, 3, 3, 1, 1},      // one row, one masked-off 32-column warp
+          {3, 3, 3, 8, 2, 3, 3, 1, 1},      // odd batch, C < 8 warps
+          {1, 5, 7, 28, 3, 3, 3, 1, 1},     // 28 columns: lane 7 masked
+          {2, 17, 9, 32, 4, 3, 3, 1, 1},    // 9 rows: a second, nearly empty row tile
+          {1, 3, 8, 36, 1, 3, 3, 1, 1},     // 36 columns: a second column tile of 4
+          {3, 33, 5, 64, 3, 3, 3, 1, 1},    // two full column tiles, 33 channels
+          {1, 300, 6, 12, 3, 3, 3, 1, 1},   // 38 channels per warp: 3 weight rounds
+          {2, 256, 32, 32, 3, 3, 3, 1, 1},  // the CIFAR autoencoder's conv5
+          {1, 7, 33, 100, 2, 3, 3, 1, 1},   // 33 rows, 4 column tiles, the last of 4
+          {1, 2, 2, 16, 4, 3, 3, 1, 1},
+      },
+      6000);
+}
+
+TEST(GpuImplicitThin, GenericShapes) {
+  HPMC_REQUIRE_GPU();
+  check_convs(
+      {
+          {1, 1, 1, 1, 1, 3, 3, 1, 1},      // H = W = 1
+          {3, 3, 3, 3, 2, 3, 3, 1, 1},      // W % 4 != 0
+          {1, 5, 7, 7, 3, 3, 3, 1, 1},
+          {2, 256, 7, 33, 3, 3, 3, 1, 1},   // C = 256, odd width
+          {1, 3, 33, 33, 4, 3, 3, 2, 0},    // stride 2, pad 0
+          {3, 5, 33, 7, 1, 3, 3, 2, 2},     // stride 2, pad 2
+          {2, 3, 32, 32, 3, 3, 3, 1, 0},    // 3×3 pad 0 on a fast-sized image
+          {1, 4, 16, 16, 3, 3, 3, 1, 2},    // pad 2
+          {2, 6, 9, 11, 2, 5, 5, 1, 2},     // 5×5
+          {1, 130, 5, 6, 3, 8, 8, 1, 3},    // 8×8 = kThinMaxTaps, 2 channels per round
+          {2, 9, 7, 9, 4, 1, 1, 1, 0},      // 1×1
+          {1, 3, 12, 13, 2, 2, 3, 3, 1},    // R ≠ S, stride 3
+          {1, 1, 7, 3, 1, 3, 3, 2, 2},
+          {1, 20, 70, 69, 3, 3, 3, 8, 1},   // stride 8: most pixels see no output
+      },
+      6100);
+}
+
+// Just past the rule (K = 5), and 9×9 kernels (81 taps > kThinMaxTaps): the GEMM.
+TEST(GpuImplicitThin, PastTheRuleStaysOnTheGemm) {
+  HPMC_REQUIRE_GPU();
+  check_convs({{2, 256, 8, 32, 5, 3, 3, 1, 1}, {1, 3, 7, 33, 5, 3, 3, 2, 2},
+               {1, 3, 11, 12, 3, 9, 9, 1, 4}},
+              6200);
+}
+
+// Misaligned tensors leave kFast3x3 for kGeneric; no bias (db null).
+TEST(GpuImplicitThin, NoBiasAndMisaligned) {
+  HPMC_REQUIRE_GPU();
+  check_conv({2, 7, 9, 32, 3, 3, 3, 1, 1}, 6300, /*bias=*/false);
+  check_conv({2, 7, 9, 32, 3, 3, 3, 1, 1}, 6301, /*bias=*/true, /*misalign=*/1);
+  check_conv({1, 5, 9, 11, 2, 3, 3, 2, 0}, 6302, /*bias=*/false, /*misalign=*/1);
+}
+
+// Batches whose weight gradient is split into many slices (kFast3x3: 64 images of
+// 4 tiles over 2 channel groups → 64 slices; kGeneric: 65536 pixels) and a
+// larger slice of the autoencoder's conv5.
+TEST(GpuImplicitThin, ManySlices) {
+  HPMC_REQUIRE_GPU();
+  check_convs({{64, 8, 32, 32, 3, 3, 3, 1, 1},
+               {64, 3, 32, 32, 2, 3, 3, 1, 2},
+               {8, 256, 32, 32, 3, 3, 3, 1, 1}},
+              6400);
+}
+
+// Two runs give the same bits: every thin kernel sums in a fixed order.
+TEST(GpuImplicitThin, Deterministic) {
+  HPMC_REQUIRE_GPU();
+  uint64_t seed = 6500;
+  for (const ConvCase& cc : std::vector<ConvCase>{{16, 256, 32, 32, 3, 3, 3, 1, 1},
+                                                  {3, 5, 33, 36, 4, 3, 3, 1, 1},
+                                                  {8, 64, 17, 15, 3, 3, 3, 2, 1},
+                                                  {1, 300, 20, 20, 1, 5, 5, 1, 2}}) {
+    const Conv2dShape s = cc.shape();
+    SCOPED_TRACE(describe(s));
+    Rng rng(seed++);
+    const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
+    const std::vector<float> w = random_floats(s.weight_count(), rng);
+    const std::vector<float> b = random_floats(size_t(s.K), rng);
+    const std::vector<float> dy = random_floats(size_t(s.N) * s.out_sample(), rng);
+    const std::vector<float> dw0 = random_floats(s.weight_count(), rng);
+    auto dx_in = input(x), dw_in = input(w), db_in = input(b), ddy_in = input(dy);
+    std::vector<float> runs[2][4];
+    for (int run = 0; run < 2; ++run) {
+      DevArray y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
+      y.upload(std::vector<float>(dy.size(), kNaN), kGuard);
+      dx.upload(std::vector<float>(x.size(), kNaN), kGuard);
+      dw.upload(dw0, kGuard);
+      db.upload(b, kGuard);
+      imp::conv2d_forward(s, dx_in->ptr(), dw_in->ptr(), db_in->ptr(), y.ptr());
+      imp::conv2d_backward_data(s, ddy_in->ptr(), dw_in->ptr(), dx.ptr());
+      imp::conv2d_backward_params(s, dx_in->ptr(), ddy_in->ptr(), dw.ptr(), db.ptr());
+      finish("thin conv2d (determinism)");
+      runs[run][0] = y.payload();
+      runs[run][1] = dx.payload();
+      runs[run][2] = dw.payload();
+      runs[run][3] = db.payload();
+    }
+    const char* names[4] = {"forward", "backward_data", "dw", "db"};
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_EQ(runs[0][i].size(), runs[1][i].size());
+      EXPECT_EQ(0, std::memcmp(runs[0][i].data(), runs[1][i].data(), runs[0][i].size() * 4))
+          << names[i] << " differs between two runs";
+    }
+  }
+}
+
+// y and dx start as +inf (check_conv poisons with NaN) and come back right;
+// guards survive.
+TEST(GpuImplicitThin, PoisonedOutputsFullyOverwritten) {
+  HPMC_REQUIRE_GPU();
+  const float poison = std::numeric_limits<float>::infinity();
+  for (const ConvCase& cc : std::vector<ConvCase>{{3, 9, 13, 40, 3, 3, 3, 1, 1},
+                                                  {2, 5, 13, 11, 4, 3, 3, 2, 2}}) {
+    const Conv2dShape s = cc.shape();
+    SCOPED_TRACE(describe(s));
+    Rng rng(6600);
+    const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
+    const std::vector<float> w = random_floats(s.weight_count(), rng);
+    const std::vector<float> dy = random_floats(size_t(s.N) * s.out_sample(), rng);
+    auto dx_in = input(x), dw_in = input(w), ddy_in = input(dy);
+    DevArray y(dy.size()), dx(x.size());
+    y.upload(std::vector<float>(dy.size(), poison), kGuard);
+    dx.upload(std::vector<float>(x.size(), poison), kGuard);
+    imp::conv2d_forward(s, dx_in->ptr(), dw_in->ptr(), nullptr, y.ptr());
+    imp::conv2d_backward_data(s, ddy_in->ptr(), dw_in->ptr(), dx.ptr());
+    finish("thin conv2d (poison)");
+    EXPECT_TRUE(matches(y.payload(), ref_forward(s, x, w, nullptr)));
+    EXPECT_TRUE(matches(dx.payload(), ref_backward_data(s, dy, w)));
+    EXPECT_TRUE(y.guards_intact(kGuard));
+    EXPECT_TRUE(dx.guards_intact(kGuard));
+  }
+}
+
+// backward_params adds: two calls give dw0 + 2·Δ, db0 + 2·Δb (both paths).
+TEST(GpuImplicitThin, BackwardParamsAccumulates) {
+  HPMC_REQUIRE_GPU();
+  uint64_t seed = 6700;
+  for (const ConvCase& cc : std::vector<ConvCase>{{2, 12, 16, 32, 3, 3, 3, 1, 1},
+                                                  {3, 5, 7, 9, 2, 3, 3, 2, 0}}) {
+    const Conv2dShape s = cc.shape();
+    SCOPED_TRACE(describe(s));
+    Rng rng(seed++);
+    const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
+    const std::vector<float> dy = random_floats(size_t(s.N) * s.out_sample(), rng);
+    const std::vector<float> dw0 = random_floats(s.weight_count(), rng);
+    const std::vector<float> db0 = random_floats(size_t(s.K), rng);
+    auto dx_in = input(x), ddy_in = input(dy);
+    DevArray dw(dw0.size()), db(db0.size());
+    dw.upload(dw0, kGuard);
+    db.upload(db0, kGuard);
+    for (int rep = 0; rep < 2; ++rep)
+      imp::conv2d_backward_params(s, dx_in->ptr(), ddy_in->ptr(), dw.ptr(), db.ptr());
+    finish("thin conv2d_backward_params (accumulate)");
+    const std::vector<double> g = ref_weight_grad(s, x, dy), gb = ref_bias_grad(s, dy);
+    std::vector<double> want(dw0.size()), want_db(db0.size());
+    for (size_t i = 0; i < want.size(); ++i) want[i] = double(dw0[i]) + 2.0 * g[i];
+    for (size_t i = 0; i < want_db.size(); ++i) want_db[i] = double(db0[i]) + 2.0 * gb[i];
+    EXPECT_TRUE(matches(dw.payload(), want));
+    EXPECT_TRUE(matches(db.payload(), want_db));
+    EXPECT_TRUE(dw.guards_intact(kGuard));
+    EXPECT_TRUE(db.guards_intact(kGuard));
+  }
+}
+
+// C = 0: forward gives the bias alone, backward_params adds only db (dw is
+// empty), backward_data has nothing to write.
+TEST(GpuImplicitThin, NoInputChannels) {
+  HPMC_REQUIRE_GPU();
+  check_convs({{2, 0, 5, 8, 3, 3, 3, 1, 1}, {1, 0, 3, 3, 2, 3, 3, 2, 0}}, 6800);
+}
+
 // ---- host-only: the multiply-high division the kernels index with ---------------------------
 
 TEST(ImplicitFastDiv, MatchesIntegerDivision) {
@@ -751,6 +935,59 @@ TEST(ImplicitPlan, TileChoices) {
   EXPECT_EQ(choose_tile(3, 2304, 1, sms), Tile::kThinM);           // its weight grad
   EXPECT_EQ(choose_tile(256, 27, 64, sms), Tile::kS);              // 3→256 weight grad
   EXPECT_EQ(choose_tile(5, 9, 1, sms), Tile::kThinN);
+}
+
+
+// The thin rule: K ≤ 4 and R·S ≤ kThinMaxTaps; the fast kernels only for
+// 3×3 / stride 1 / pad 1 / W % 4 == 0 / 16-byte aligned.
+TEST(ImplicitPlan, ThinChoices) {
+  using namespace gpu::implicit_detail;
+  EXPECT_EQ(choose_thin(3, 3, 3, 1, 1, 32, true), ThinPath::kFast3x3);  // CIFAR conv5
+  EXPECT_EQ(choose_thin(1, 3, 3, 1, 1, 28, true), ThinPath::kFast3x3);  // Fashion conv5
+  for (int k = 1; k <= 4; ++k) {
+    EXPECT_EQ(choose_thin(k, 3, 3, 1, 1, 4, true), ThinPath::kFast3x3) << k;
+    EXPECT_EQ(choose_thin(k, 3, 3, 1, 1, 32, false), ThinPath::kGeneric) << k;
+    EXPECT_EQ(choose_thin(k, 3, 3, 1, 1, 33, true), ThinPath::kGeneric) << k;
+    EXPECT_EQ(choose_thin(k, 3, 3, 1, 1, 30, true), ThinPath::kGeneric) << k;
+    EXPECT_EQ(choose_thin(k, 3, 3, 2, 1, 32, true), ThinPath::kGeneric) << k;
+    EXPECT_EQ(choose_thin(k, 3, 3, 1, 0, 32, true), ThinPath::kGeneric) << k;
+    EXPECT_EQ(choose_thin(k, 3, 3, 1, 2, 32, true), ThinPath::kGeneric) << k;
+    EXPECT_EQ(choose_thin(k, 5, 5, 1, 1, 32, true), ThinPath::kGeneric) << k;
+    EXPECT_EQ(choose_thin(k, 1, 1, 1, 0, 32, true), ThinPath::kGeneric) << k;
+    EXPECT_EQ(choose_thin(k, 8, 8, 1, 3, 32, true), ThinPath::kGeneric) << k;
+    EXPECT_EQ(choose_thin(k, 9, 9, 1, 4, 32, true), ThinPath::kNone) << k;
+    EXPECT_EQ(choose_thin(k, 1, 65, 1, 0, 70, true), ThinPath::kNone) << k;
+  }
+  EXPECT_EQ(choose_thin(5, 3, 3, 1, 1, 32, true), ThinPath::kNone);
+  EXPECT_EQ(choose_thin(0, 3, 3, 1, 1, 32, true), ThinPath::kNone);
+  EXPECT_EQ(choose_thin(256, 3, 3, 1, 1, 32, true), ThinPath::kNone);
+}
+
+// Every unit of work lies in exactly one non-empty slice; slices hold at least
+// min_items units when there are several, and there are at most kMaxSplits.
+TEST(ImplicitPlan, ThinSplitsCoverEveryItemOnce) {
+  using namespace gpu::implicit_detail;
+  for (long long gx : {1ll, 2ll, 3ll, 32ll, 64ll, 528ll, 100000ll})
+    for (long long items : {1ll, 2ll, 3ll, 4ll, 5ll, 63ll, 256ll, 1000ll, 65536ll, 1ll << 29})
+      for (long long min_items : {1ll, 4ll, 2048ll}) {
+        int splits = 0;
+        long long per = 0;
+        choose_thin_splits(gx, items, min_items, splits, per);
+        SCOPED_TRACE(str("gx=", gx, " items=", items, " min=", min_items, " -> splits=", splits,
+                         " per=", per));
+        ASSERT_GE(splits, 1);
+        ASSERT_LE(splits, kMaxSplits);
+        ASSERT_GE(per, 1);
+        ASSERT_LT((splits - 1) * per, items);  // the last slice is not empty
+        ASSERT_GE(splits * per, items);        // every item is covered
+        if (splits > 1) ASSERT_GE(per, min_items);
+      }
+  // The CIFAR autoencoder's conv5 at batch 64: 256 tiles over 64 channel groups.
+  int splits = 0;
+  long long per = 0;
+  choose_thin_splits(64, 256, 4, splits, per);
+  EXPECT_EQ(splits, 9);
+  EXPECT_EQ(per, 29);
 }
 
 }  // namespace

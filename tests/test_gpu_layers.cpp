@@ -271,6 +271,90 @@ TEST(GpuLayers, UpSampleMatchesCpuForScales1To3) {
     }
 }
 
+// ---- the float4 kernels ------------------------------------------------------------------
+
+// Shapes the vector kernels take (ReLU: any aligned tensor; MaxPool 2×2 s2: H
+// even and W % 4 == 0; UpSample ×2: W even) next to near misses that go to
+// the scalar kernels (H odd, W ≡ 2 mod 4), and element counts that leave a
+// ReLU tail of 1..3.
+const std::vector<Shape>& vector_shapes() {
+  static const std::vector<Shape> shapes = {
+      Shape(1, 1, 2, 4),  Shape(3, 5, 8, 8),  Shape(2, 3, 16, 12), Shape(64, 4, 32, 32),
+      Shape(2, 3, 7, 8),  Shape(2, 3, 6, 6),  Shape(1, 2, 4, 36),  Shape(1, 1, 1, 7),
+      Shape(1, 1, 3, 2),  Shape(5, 1, 2, 2),
+  };
+  return shapes;
+}
+
+// dy with exact zeros of both signs among random values: the CPU's zeroed dx
+// plus a dy of −0 is +0, which the GPU must reproduce.
+Tensor dy_with_signed_zeros(const Shape& s, Rng& rng) {
+  Tensor t = testing::random_tensor(s, rng);
+  for (size_t i = 0; i < t.numel(); i += 5) t.data<float>()[i] = (i % 2) ? 0.0f : -0.0f;
+  return t;
+}
+
+void compare_with_dy(Layer& cpu, Layer& gpu, const Tensor& x, const Tensor& dy,
+                     const std::string& what) {
+  cpu.set_input_shape(x.shape());
+  gpu.set_input_shape(x.shape());
+  const Pass c = run_cpu(cpu, x, dy);
+  const Pass g = run_gpu(gpu, x, dy);
+  EXPECT_EQ(count_nan(g.y), 0u) << what << ": forward left elements unwritten";
+  EXPECT_EQ(count_nan(g.dx), 0u) << what << ": backward left elements unwritten";
+  expect_bit_equal(c.y, g.y, what + " forward");
+  expect_bit_equal(c.dx, g.dx, what + " backward");
+}
+
+TEST(GpuLayers, VectorKernelsMatchCpuBitForBit) {
+  HPMC_REQUIRE_GPU();
+  Rng rng(707);
+  for (const Shape& s : vector_shapes()) {
+    {
+      Tensor x = testing::random_tensor(s, rng);
+      for (size_t i = 0; i < x.numel(); i += 7) x.data<float>()[i] = (i % 2) ? 0.0f : -0.0f;
+      ReLUCPU cpu("r");
+      LayerPtr gpu = gpu::make_relu("r");
+      compare_with_dy(cpu, *gpu, x, dy_with_signed_zeros(s, rng), "relu " + s.str());
+    }
+    for (const MaxPool2dConfig& cfg :
+         {MaxPool2dConfig{2, 0}, MaxPool2dConfig{2, 2}, MaxPool2dConfig{2, 3},
+          MaxPool2dConfig{3, 3}, MaxPool2dConfig{1, 2}, MaxPool2dConfig{2, 1}}) {
+      if (s.h < cfg.kernel || s.w < cfg.kernel) continue;
+      for (int kind = 0; kind < 3; ++kind) {  // random, ties, NaNs
+        Tensor x = kind == 1 ? integer_tensor(s, rng) : testing::random_tensor(s, rng);
+        if (kind == 2)
+          for (size_t i = 3; i < x.numel(); i += 11) x.data<float>()[i] = kNaN;
+        MaxPool2dCPU cpu("p", cfg);
+        LayerPtr gpu = gpu::make_maxpool2d("p", cfg);
+        const Shape out = cpu.output_shape(s);
+        const std::string what = str("maxpool k", cfg.kernel, " s", cfg.stride, " ", s.str(),
+                                     kind == 0 ? " random" : kind == 1 ? " ties" : " NaN");
+        if (kind == 2) {
+          // NaN outputs compare bit for bit; count_nan in compare_with_dy
+          // would flag them, so compare here.
+          cpu.set_input_shape(s);
+          gpu->set_input_shape(s);
+          const Tensor dy = dy_with_signed_zeros(out, rng);
+          const Pass c = run_cpu(cpu, x, dy), g = run_gpu(*gpu, x, dy);
+          expect_bit_equal(c.y, g.y, what + " forward");
+          expect_bit_equal(c.dx, g.dx, what + " backward");
+        } else {
+          compare_with_dy(cpu, *gpu, x, dy_with_signed_zeros(out, rng), what);
+        }
+      }
+    }
+    for (int scale : {2, 3}) {
+      const Tensor x = testing::random_tensor(s, rng);
+      UpSample2dCPU cpu("u", scale);
+      LayerPtr gpu = gpu::make_upsample2d("u", scale);
+      compare_with_dy(cpu, *gpu, x,
+                      dy_with_signed_zeros(cpu.output_shape(s), rng),
+                      str("upsample x", scale, " ", s.str()));
+    }
+  }
+}
+
 // ---- Flatten ----------------------------------------------------------------------------
 
 TEST(GpuLayers, FlattenIsABitExactCopy) {

@@ -44,12 +44,17 @@
 // each thread sums a fixed strided subset in double, then a fixed shared-memory tree.
 // The workspace is a grow-only, cached cudaMalloc'd buffer (default stream only).
 //
+// ---- thin convolutions ----------------------------------------------------------------
+// K ≤ 4 output channels (choose_thin, implicit_plan.h) skip the GEMM engine for the
+// kernels of conv2d_thin.cu, in all three passes; they share the workspace below.
+//
 // ---- files -------------------------------------------------------------------------
 // implicit_gemm_core.cuh    the tiled, double-buffered, register-blocked main loop,
 //                           the strided-matrix loader and the row-major epilogue
 // implicit_conv_kernels.cuh the conv loaders and epilogue, and every __global__ kernel
 // implicit_plan.h           tile choice and split-K plan (pure host code, unit-tested)
 // implicit_fastdiv.h        multiply-high division by run-time divisors
+// conv2d_thin.cu            the thin-convolution kernels (K ≤ 4) and their launches
 // this file                 the host side: checks, plans, workspace, launches
 #include <cuda_runtime.h>
 
@@ -64,6 +69,7 @@
 #include "core/error.h"
 #include "layers/conv_shape.h"
 #include "layers/gpu/conv2d_kernels.h"
+#include "layers/gpu/conv2d_thin.h"
 #include "layers/gpu/implicit_fastdiv.h"
 #include "layers/gpu/implicit_conv_kernels.cuh"
 #include "layers/gpu/implicit_gemm_core.cuh"
@@ -248,6 +254,12 @@ void conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const 
   check_shape(s);
   const ConvArgs a = make_args(s);
   if (a.NPQ == 0 || a.K == 0) return;
+  const ThinPath thin =
+      choose_thin(s.K, s.R, s.S, s.stride, s.pad, s.W, aligned16(x) && aligned16(y));
+  if (thin != ThinPath::kNone) {
+    thin_forward(s, thin, x, w, b, y);
+    return;
+  }
   const ConvOut e = make_conv_out(y, b, a.NPQ, a.K, a.PQ);
   switch (pick_tile(a.NPQ, a.K, 1)) {
     case Tile::kL: launch_fwd<CfgL>(a, x, w, e); break;
@@ -261,6 +273,12 @@ void conv2d_backward_data(const Conv2dShape& s, const float* dy, const float* w,
   check_shape(s);
   const ConvArgs a = make_args(s);
   if (a.NHW == 0 || a.C == 0) return;
+  const ThinPath thin =
+      choose_thin(s.K, s.R, s.S, s.stride, s.pad, s.W, aligned16(dy) && aligned16(dx));
+  if (thin != ThinPath::kNone) {
+    thin_backward_data(s, thin, dy, w, dx);
+    return;
+  }
   const ConvOut e = make_conv_out(dx, nullptr, a.NHW, a.C, a.HW);
   switch (pick_tile(a.NHW, a.C, 1)) {
     case Tile::kL: launch_dgrad<CfgL>(a, dy, w, e); break;
@@ -275,6 +293,13 @@ void conv2d_backward_params(const Conv2dShape& s, const float* x, const float* d
   check_shape(s);
   const ConvArgs a = make_args(s);
   if (a.NPQ == 0 || a.K == 0) return;  // nothing to add
+  const ThinPath thin =
+      choose_thin(s.K, s.R, s.S, s.stride, s.pad, s.W, aligned16(x) && aligned16(dy));
+  if (thin != ThinPath::kNone) {
+    float* ws = scratch().get(thin_params_workspace(s, thin));
+    thin_backward_params(s, thin, x, dy, dw, db, ws);
+    return;
+  }
   if (a.CRS > 0) {
     const int kt = ktiles_of(a.NPQ);
     int splits = 1, tps = kt;

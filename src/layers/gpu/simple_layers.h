@@ -6,16 +6,21 @@
 // Each one matches its CPU class (layers/cpu) bit for bit, because each
 // output element is computed by the same float operations in the same order:
 //   ReLU       y = x < 0 ? 0 : x (NaN passes); dx = x > 0 ? dy : 0.
-//   MaxPool2D  one thread per output: the window's first maximum in row-major
-//              order (the first NaN if any, so NaN propagates); backward is a
-//              GATHER, one thread per dx element: it visits, in row-major
-//              window order, every window that contains the element and adds
-//              that window's dy when the window's (recomputed) first maximum
-//              is this element — the additions the CPU's scatter performs on
-//              that element, in the same order, starting from 0. No atomics,
-//              so overlapping windows (stride < kernel) are deterministic.
-//   UpSample2D forward one thread per output; backward one thread per dx
-//              summing its s×s block of dy in row-major order from 0.
+//   MaxPool2D  the window's first maximum in row-major order (the first NaN
+//              if any, so NaN propagates). Backward with overlapping windows
+//              (stride < kernel) is a GATHER, one thread per dx element: it
+//              visits, in row-major window order, every window that contains
+//              the element and adds that window's dy when the window's
+//              (recomputed) first maximum is this element — the additions the
+//              CPU's scatter performs on that element, in the same order,
+//              starting from 0. No atomics, so it is deterministic. Without
+//              overlap (stride ≥ kernel) each element gets at most one term:
+//              one thread per window writes 0 + dy at its first maximum and 0
+//              on the rest of its cell.
+//   UpSample2D forward copies; backward sums each s×s block of dy in
+//              row-major order from 0.
+// The common shapes (ReLU always, MaxPool 2×2 stride 2, UpSample ×2) run
+// float4 kernels with the same arithmetic; simple_layers.cu lists them.
 //   Flatten    a device-to-device copy (forward y ← x, backward dx ← dy).
 // Shapes, config checks and describe() come from layers/pool_spec.h, shared
 // with the CPU classes. All kernels run on the default stream; dx is
@@ -58,6 +63,10 @@ class MaxPool2dGPU : public LayerGPU {
   void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 
  private:
+  // Whether the 2×2 stride-2 vector kernels take input shape `in` with these
+  // tensors (c may be null); simple_layers.cu.
+  bool fast_2x2(const Shape& in, const float* a, const float* b, const float* c) const;
+
   MaxPool2dSpec spec_;
 };
 
@@ -79,6 +88,9 @@ class UpSample2dGPU : public LayerGPU {
   void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 
  private:
+  // Whether the scale-2 vector kernels take input shape `in` with these tensors.
+  bool fast_2x(const Shape& in, const float* a, const float* b) const;
+
   int scale_;
 };
 
