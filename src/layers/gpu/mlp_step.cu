@@ -1,28 +1,31 @@
 // mlp_step.cu — the fused MLP training step (mlp_step.h describes the phases).
 //
-// Products. Every matrix product of the step is cut into 16×16 output tiles;
-// the blocks of the cooperative grid take them in turn (tile t of a phase
-// goes to block t mod G). A block of 256 threads computes a tile as four
-// k-groups of 64 threads: the k range is walked in chunks of 64, group g sums
-// the products of k-offsets [16g, 16g+16) of every chunk into a 2×2
-// micro-tile per thread, and the four partial sums are then added in group
-// order. Splitting k this way gives a product of a 64-row batch enough tiles
-// to occupy the GPU (the first layer's 64×320 output is only 80 tiles).
+// Products. Every matrix product of the step is cut into 16×16 output tiles.
+// A block of 256 threads computes a tile as four k-groups of 64 threads: the
+// k range is walked in chunks of 64, group g sums the products of k-offsets
+// [16g, 16g+16) of every chunk into a 2×2 micro-tile per thread, and the four
+// partial sums are then added in group order. Where a phase has fewer tiles
+// than the grid has blocks (the first layer's 64×320 output is 80 tiles), a
+// tile's chunks are split over several blocks and the last one to finish adds
+// the splits in split order (product() has the details).
 //
 // Latency. At this size a phase is a few microseconds and each trip to L2
-// costs about one, so the loads are what matter. A block streams the chunks
-// of all its tiles of a product through a ring of kStages shared-memory
-// buffers filled by cp.async, kStages − 1 chunks ahead of the one being
-// multiplied, so the next tile's data is already arriving while a tile is
-// finished; the SGD epilogue's parameters and momenta ride along. The batch
-// itself is gathered (pixel / 255, rounded as gather_batch rounds it) into
-// one of two float buffers by the previous step's last phase, which knows the
-// next step's samples; only a step that follows none gathers its own batch
-// first, behind one more grid barrier.
+// costs a good part of one, so the loads are what matter. A block streams the
+// chunks of all its work items of a product through a ring of kStages
+// shared-memory buffers filled by cp.async, kStages − 1 chunks ahead of the
+// one being multiplied; an item's epilogue operands (bias, mask, parameters
+// and momenta) ride along with its last chunk. The batch itself is gathered
+// (pixel / 255, rounded as gather_batch rounds it) into one of two float
+// buffers by the previous step, which knows the next step's samples, in its
+// head phase where most blocks are idle; only a step that follows none
+// gathers its own batch first, behind one more grid barrier. Element-wise
+// jobs (bias gradients, the middle layers' SGD, the loss) run on the last
+// blocks of the grid, each job on blocks of its own.
 //
-// Element-wise work (bias gradients, the SGD update of the middle layers) is
-// spread over all threads of the grid. Every sum runs in a fixed order, with
-// no atomics: a step is deterministic.
+// Every sum runs in a fixed order, with no floating-point atomics: a step is
+// deterministic. HPMC_FUSED_TIMING=1 in the environment prints the phases'
+// microseconds (block 0's clock) to stderr after every step; it synchronizes
+// each step, so it is for study, not for timing runs.
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -211,27 +214,47 @@ __device__ __forceinline__ void fragment(const float* s, int r, int k, float (&v
   }
 }
 
-// What group 0 does with a finished output (m, j) of the tile at (m0, j0);
-// ep: the tile's prefetched parameters and momenta (kEpiGradSgd), or null.
+// What is done with a finished output (m, j) of the tile at (m0, j0). ep, if
+// not null, holds the epilogue's operands for the tile, fetched along with
+// its last chunk: the bias (forward), the mask (masked) or the parameters
+// and momenta (SGD); else they are read here.
 template <EpiKind E>
 __device__ __forceinline__ void finish(const Epilogue& e, const Net& net, const float* ep,
                                        int m0, int j0, int m, int j, float v) {
   const long long at = (long long)m * e.ld + j;
+  const int t = (m - m0) * kTile + (j - j0);
   if constexpr (E == kEpiForward) {
-    const float z = v + e.bias[j];
+    const float z = v + (ep ? ep[j - j0] : e.bias[j]);
     e.out[at] = z < 0.0f ? 0.0f : z;
   } else if constexpr (E == kEpiMasked) {
-    e.out[at] = e.mask[at] > 0.0f ? v : 0.0f;
+    e.out[at] = (ep ? ep[t] : e.mask[at]) > 0.0f ? v : 0.0f;
   } else if constexpr (E == kEpiGrad) {
     e.out[at] = v;
   } else {
     e.out[at] = v;
-    const int t = (m - m0) * kTile + (j - j0);
     float p = ep ? ep[t] : e.param[at];
     float mom = !e.mom ? 0.0f : ep ? ep[kTile * kTile + t] : e.mom[at];
     sgd_one(p, v, mom, net);
     e.param[at] = p;
     if (e.mom) e.mom[at] = mom;
+  }
+}
+
+// The epilogue operands of the tile at (m0, j0) into one ring slot's ep.
+template <EpiKind E>
+__device__ __forceinline__ void copy_epilogue(const Epilogue& e, int M, int N, int m0, int j0,
+                                              float (*ep)[kTile * kTile]) {
+  const int tid = int(threadIdx.x);
+  const int m = m0 + tid / kTile, j = j0 + tid % kTile;
+  const bool valid = m < M && j < N;
+  const long long at = valid ? (long long)m * e.ld + j : 0;
+  if constexpr (E == kEpiForward) {
+    if (tid < kTile) cp_async4(&ep[0][tid], e.bias + (j0 + tid < N ? j0 + tid : 0), j0 + tid < N);
+  } else if constexpr (E == kEpiMasked) {
+    cp_async4(&ep[0][tid], e.mask + at, valid);
+  } else if constexpr (E == kEpiGradSgd) {
+    cp_async4(&ep[0][tid], e.param + at, valid);
+    if (e.mom) cp_async4(&ep[1][tid], e.mom + at, valid);
   }
 }
 
@@ -258,8 +281,8 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
   int S = 1, cps = chunks;  // splits, chunks per split
   if (E == kEpiForward || E == kEpiMasked) {
     S = G / tiles;
-    S = S < 1 ? 1 : (S > kMaxSplit ? kMaxSplit : S);
     S = S > chunks ? chunks : S;
+    S = S < 1 ? 1 : (S > kMaxSplit ? kMaxSplit : S);
     cps = (chunks + S - 1) / S;
     S = (chunks + cps - 1) / cps;  // no empty split
   }
@@ -273,9 +296,9 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     const int left = chunks - s * cps;
     return left < cps ? left : cps;
   };
-  // With one chunk per tile, each tile owns one ring slot from its first copy
-  // to its epilogue, so the SGD operands can travel in the slot.
-  const bool ep_ring = E == kEpiGradSgd && chunks == 1;
+  // An item's last chunk owns its ring slot from its copy to the epilogue,
+  // so the epilogue's operands travel with it (when one block finishes the tile).
+  const bool ep_ring = E != kEpiGrad && S == 1;
 
   auto vec = [](const Operand& o) {
     return o.ld % 4 == 0 && (reinterpret_cast<uintptr_t>(o.f) & 15) == 0;
@@ -293,13 +316,7 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
       const int m0 = (t / tn) * kTile, j0 = (t % tn) * kTile;
       copy_chunk<KFA>(A, avec, M, m0, K, c * kChunk, sm.a[slot]);
       copy_chunk<KFB>(B, bvec, N, j0, K, c * kChunk, sm.b[slot]);
-      if (ep_ring) {
-        const int m = m0 + tid / kTile, j = j0 + tid % kTile;
-        const bool valid = m < M && j < N;
-        const long long at = valid ? (long long)m * epi.ld + j : 0;
-        cp_async4(&sm.ep[slot][0][tid], epi.param + at, valid);
-        if (epi.mom) cp_async4(&sm.ep[slot][1][tid], epi.mom + at, valid);
-      }
+      if (ep_ring && ic == ilen - 1) copy_epilogue<E>(epi, M, N, m0, j0, sm.ep[slot]);
       if (++ic == ilen && ++ii < mine) {
         ic = 0;
         ilen = item_len(ii);
@@ -542,10 +559,26 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   grid.sync();
   stamp(net, ts);
 
+  // Element-wise jobs run on the last blocks (which get the fewest tiles),
+  // each job on blocks of its own, so that their round trips overlap.
+  const int G = int(gridDim.x), tail = G / 4, q = tail / 4, b = int(blockIdx.x);
+  const bool split_jobs = q >= 1;  // grid-uniform; else every job on every block
+  auto job = [&](int b0, int b1, long long& first, long long& stride) {
+    if (!split_jobs) {
+      first = gthread;
+      stride = gthreads;
+      return true;
+    }
+    first = (long long)(b - b0) * kThreads + threadIdx.x;
+    stride = (long long)(b1 - b0) * kThreads;
+    return b >= b0 && b < b1;
+  };
+  long long jf, js;
+
   // Backward through the middle layers.
   for (int l = L - 2; l >= 1; --l) {
     const int out = net.d[l + 1], in = net.d[l];
-    bias_grads(net, l, false, gthread, gthreads);
+    if (job(G - tail, G, jf, js)) bias_grads(net, l, false, jf, js);
     // dpre[l−1] = (dpre[l]·W[l]) ⊙ (act[l−1] > 0): A(m, k) = dpre[l][m][k], B(i, k) = W[l][k][i]
     const int first = product<true, false, kEpiMasked>(
         net, sm, 0, Operand{net.dpre[l], out}, Operand{net.w[l], in}, n, in, out,
@@ -562,17 +595,17 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   // the update fused in, the middle layers' updates, and the batch's loss.
   if (!spare && net.next_idx)
     gather(net, net.next_idx, net.next_n, net.x[net.cur ^ 1], gthread, gthreads);
-  bias_grads(net, 0, true, gthread, gthreads);
-  bias_grads(net, L - 1, true, gthread, gthreads);
-  for (int l = 1; l < L - 1; ++l) {
+  if (job(G - tail, G - tail + q, jf, js)) bias_grads(net, 0, true, jf, js);
+  if (job(G - tail + q, G - tail + 2 * q, jf, js)) bias_grads(net, L - 1, true, jf, js);
+  for (int l = 1; l < L - 1 && job(G - tail + 2 * q, G - 1, jf, js); ++l) {
     const long long nw = (long long)net.d[l + 1] * net.d[l];
-    for (long long i = gthread; i < nw; i += gthreads) {
+    for (long long i = jf; i < nw; i += js) {
       float p = net.w[l][i], v = net.vw[l] ? net.vw[l][i] : 0.0f;
       sgd_one(p, net.gw[l][i], v, net);
       net.w[l][i] = p;
       if (net.vw[l]) net.vw[l][i] = v;
     }
-    for (long long i = gthread; i < net.d[l + 1]; i += gthreads) {
+    for (long long i = jf; i < net.d[l + 1]; i += js) {
       float p = net.b[l][i], v = net.vb[l] ? net.vb[l][i] : 0.0f;
       sgd_one(p, net.gb[l][i], v, net);
       net.b[l][i] = p;
@@ -718,9 +751,7 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   HPMC_CHECK(per_sm >= 1, "fused MLP step: the kernel does not fit on a multiprocessor");
   // Two blocks per multiprocessor where they fit: 16 warps hide more latency
   // than 8, at a slightly dearer grid barrier.
-  int want = 2;
-  if (const char* e = std::getenv("HPMC_FUSED_BLOCKS_PER_SM")) want = std::max(1, std::atoi(e));
-  s_->blocks = sms * std::min(per_sm, want);
+  s_->blocks = sms * std::min(per_sm, 2);
   s_->max_batch = d.max_batch;
 }
 
