@@ -461,12 +461,30 @@ __device__ void gather(const Net& net, const int32_t* idx, int count, float* x, 
 // its lanes split k and add in a fixed butterfly); softmax cross-entropy as
 // ce_sample_kernel computes it (first maximum, exp and the sum in double,
 // softmax rounded to float); dlogits into dpre[L−1]; and dpre[L−2][r] =
-// (dlogits·W[L−1]) ⊙ (act[L−2][r] > 0), a thread per element.
+// (dlogits·W[L−1]) ⊙ (act[L−2][r] > 0), a thread per element. Where they fit,
+// W[L−1] and the sample's activations are first copied into the (idle) chunk
+// ring together, and the label fetched meanwhile: one trip to L2 for all.
+constexpr int kHeadStage = int(sizeof(float[2][kStages][kSlot]) / sizeof(float));
+
 __device__ void head_row(const Net& net, Smem& sm, int r) {
   const int tid = int(threadIdx.x), lane = tid % 32, wp = tid / 32;
   const int L = net.L, K = net.d[L - 1], C = net.d[L];
   const float* h = net.act[L - 2] + (long long)r * K;
   const float* W = net.w[L - 1];
+  const bool staged = (long long)C * K + K <= kHeadStage;  // block-uniform
+  float* stage = &sm.a[0][0];  // a and b are adjacent and idle in this phase
+  if (staged) {
+    for (int i = tid; i < C * K; i += kThreads) cp_async4(stage + i, W + i, true);
+    for (int i = tid; i < K; i += kThreads) cp_async4(stage + C * K + i, h + i, true);
+    cp_commit();
+  }
+  if (tid == 0) sm.flag = net.labels[net.idx[r]];  // while the copies fly
+  if (staged) {
+    cp_wait_all();
+    W = stage;
+    h = stage + C * K;
+  }
+  __syncthreads();
   for (int j = wp; j < C; j += kWarps) {
     const float* wj = W + (long long)j * K;
     float part = 0.0f;
@@ -477,7 +495,7 @@ __device__ void head_row(const Net& net, Smem& sm, int r) {
   }
   __syncthreads();
   if (wp == 0) {
-    const int label = net.labels[net.idx[r]];
+    const int label = sm.flag;
     int arg = 0;
     for (int j = 1; j < C; ++j)
       if (sm.z[j] > sm.z[arg]) arg = j;
@@ -506,7 +524,7 @@ __device__ void head_row(const Net& net, Smem& sm, int r) {
     for (int j = 0; j < C; ++j) s = fmaf(sm.z[j], W[(long long)j * K + k], s);
     dh[k] = h[k] > 0.0f ? s : 0.0f;
   }
-  __syncthreads();  // sm.z is reused by the block's next sample
+  __syncthreads();  // sm.z, sm.flag and the stage are reused by the block's next sample
 }
 
 // Development aid: with a non-null net.times, block 0 stamps the global timer
