@@ -292,28 +292,36 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
     flops[model.layers()[i]->name() + " fwd"] = lf[i].forward;
     flops[model.layers()[i]->name() + " bwd"] = lf[i].backward;
   }
+  flops["fused step"] = step_flops;  // the fused MLP step: the whole step in one region
   const auto regions = prof.regions();
   const double steps = double(std::max(1L, prof.steps()));
   double total_ms = 0;
   for (const auto& r : regions) total_ms += r.ms;
   out << "per region (one profiled run of " << o.steps << " steps, "
       << (on_gpu ? "CUDA events" : "steady clock") << "; ms and FLOPs per step):\n";
-  std::snprintf(line, sizeof line, "  %-24s %10s %7s %12s %10s\n", "region", "ms", "share",
-                "MFLOP", rate_name);
+  std::snprintf(line, sizeof line, "  %-24s %10s %7s %12s %10s %8s\n", "region", "ms", "share",
+                "MFLOP", rate_name, "of peak");
   out << line;
+  auto peak_str = [&](double flops_per_s) {
+    return peak > 0 && flops_per_s > 0 ? fmt("%.1f%%", 100 * flops_per_s / peak) : std::string("-");
+  };
   for (const auto& r : regions) {
     const double rms = r.ms / steps;
     auto f = flops.find(r.name);
     const double fl = f == flops.end() ? 0 : f->second;
     std::string fs = fl > 0 ? fmt("%.4g", fl / 1e6) : "-";
-    std::string rs = fl > 0 && rms > 0 ? fmt("%.4g", fl / (rms / 1000) / rate_unit) : "-";
-    std::snprintf(line, sizeof line, "  %-24s %10.4f %6.1f%% %12s %10s\n", r.name.c_str(), rms,
-                  total_ms > 0 ? 100 * r.ms / total_ms : 0.0, fs.c_str(), rs.c_str());
+    const double rate_r = fl > 0 && rms > 0 ? fl / (rms / 1000) : 0;
+    std::string rs = rate_r > 0 ? fmt("%.4g", rate_r / rate_unit) : "-";
+    std::snprintf(line, sizeof line, "  %-24s %10.4f %6.1f%% %12s %10s %8s\n", r.name.c_str(), rms,
+                  total_ms > 0 ? 100 * r.ms / total_ms : 0.0, fs.c_str(), rs.c_str(),
+                  peak_str(rate_r).c_str());
     out << line;
   }
   const double step_ms = total_ms / steps;
-  std::snprintf(line, sizeof line, "  %-24s %10.4f %6.1f%% %12.4g %10.4g\n", "step (sum)", step_ms,
-                100.0, step_flops / 1e6, step_ms > 0 ? step_flops / (step_ms / 1000) / rate_unit : 0);
+  const double step_rate = step_ms > 0 ? step_flops / (step_ms / 1000) : 0;
+  std::snprintf(line, sizeof line, "  %-24s %10.4f %6.1f%% %12.4g %10.4g %8s\n", "step (sum)",
+                step_ms, 100.0, step_flops / 1e6, step_rate / rate_unit,
+                peak_str(step_rate).c_str());
   out << line;
 
   out << "bench: " << o.config << " impl=" << impl_name(s.impl) << " batch=" << bs
