@@ -149,7 +149,9 @@ int main(int argc, char** argv) {
       } else {
         split_list = {1, 2, 4};
       }
-      for (Tile t : {Tile::kL, Tile::kM, Tile::kS})
+      std::vector<Tile> tile_list = {Tile::kL, Tile::kM, Tile::kS};
+      if (pass == ConvPass::kWeightGrad && s.C * 9 <= 32) tile_list.push_back(Tile::kThinN);
+      for (Tile t : tile_list)
         for (int sp : split_list)
           for (bool tap : {false, true}) {
             if (tap && pass == ConvPass::kWeightGrad) continue;
