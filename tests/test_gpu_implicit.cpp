@@ -33,11 +33,13 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/error.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "gpu_testing.h"
 #include "layers/conv_shape.h"
 #include "layers/gpu/conv2d_kernels.h"
+#include "layers/gpu/implicit_conv.h"
 #include "layers/gpu/implicit_fastdiv.h"
 #include "layers/gpu/implicit_plan.h"
 
@@ -386,12 +388,14 @@ TEST(GpuImplicit, GemmAllTransposesAndSizes) {
       for (int acc = 0; acc < 2; ++acc) check_gemm(t & 1, t & 2, s.m, s.n, s.k, acc, seed++);
 }
 
-// Large enough that the heuristic picks the 128×128 tiles on an H100 (144 blocks
-// ≥ 132 SMs), with partial tiles on both edges.
+// Large enough that the heuristic picks the 128×128 tiles (2000×2100: 272
+// blocks) and the 128×64 tiles (2000×1100: 288 blocks) on an H100, with
+// partial tiles on both edges (ImplicitPlan.TileChoices pins the choice).
 TEST(GpuImplicit, GemmLargeTiles) {
   HPMC_REQUIRE_GPU();
   uint64_t seed = 2000;
   for (int t = 0; t < 4; ++t) check_gemm(t & 1, t & 2, 2000, 1100, 37, t == 3, seed++);
+  for (int t = 0; t < 4; ++t) check_gemm(t & 1, t & 2, 2000, 2100, 21, t == 1, seed++);
 }
 
 // Leading dimensions above the minimum: odd ones (scalar epilogue) and ones that
@@ -505,9 +509,10 @@ TEST(GpuImplicit, CifarAutoencoderShapes) {
               600);
 }
 
-// Shapes for which the heuristic picks the 128×128 tiles on an H100: forward
-// (M = 16348, N = 250), backward_data (M = 16348, N = 250) and
-// backward_params (M = 250, N = 540, split-K over N·P·Q = 1058).
+// Shapes for which the heuristic picks the large tiles on an H100: the
+// 128×128 tiles for forward (M = 16348, N = 250) and backward_data (M = 16348,
+// N = 250), the 128×64 tiles for backward_params (M = 250, N = 540, split-K
+// over N·P·Q = 1058), and split-K in forward and backward_data (M = 1058).
 TEST(GpuImplicit, ConvLargeTiles) {
   HPMC_REQUIRE_GPU();
   check_convs({{4, 3, 61, 67, 250, 3, 3, 1, 1},
@@ -674,6 +679,104 @@ TEST(GpuImplicit, ConvEmptyBatch) {
     EXPECT_TRUE(a->guards_intact(kGuard));
     for (float v : a->payload()) EXPECT_TRUE(same_bits(v, kGuard));
   }
+}
+
+// ---- every plan on the GEMM path (implicit_conv.h) -------------------------------------
+//
+// Each pass of each shape under every tile configuration, with and without
+// split-K (3 slices, and as many as there are k-tiles), and with both GEMM_K
+// orders where the tap-major one applies: forward needs C % 8 == 0 and
+// K % 4 == 0, backward_data stride 1, K % 8 == 0 and C % 4 == 0. The shapes
+// give partial tiles along M and N, several taps per k-tile row of channels
+// (C = 8, 16, 40), a 5×5 window, an asymmetric 2×3 one, stride 2 and 1×1.
+
+void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0) {
+  using namespace gpu::implicit_detail;
+  const Conv2dShape s = cc.shape();
+  SCOPED_TRACE(describe(s) + " seed=" + std::to_string(seed) + (misalign ? " misaligned" : ""));
+  Rng rng(seed);
+  const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
+  const std::vector<float> w = random_floats(s.weight_count(), rng);
+  const std::vector<float> b = random_floats(size_t(s.K), rng);
+  const std::vector<float> dy = random_floats(size_t(s.N) * s.out_sample(), rng);
+  const std::vector<float> dw0 = random_floats(s.weight_count(), rng);
+  auto dx_in = input(x, misalign), dw_in = input(w, misalign), db_in = input(b, misalign),
+       ddy_in = input(dy, misalign);
+  const std::vector<double> want_y = ref_forward(s, x, w, &b);
+  const std::vector<double> want_dx = ref_backward_data(s, dy, w);
+  std::vector<double> want_dw = ref_weight_grad(s, x, dy);
+  for (size_t i = 0; i < want_dw.size(); ++i) want_dw[i] += dw0[i];
+
+  const Tile all_tiles[] = {Tile::kL, Tile::kM, Tile::kS, Tile::kThinN, Tile::kThinM};
+  const char* tile_names[] = {"L", "M", "S", "ThinN", "ThinM"};
+  for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kWeightGrad}) {
+    const bool tap_ok = pass == ConvPass::kForward
+                            ? tap_major_forward(s.C, s.K)
+                            : pass == ConvPass::kBackwardData &&
+                                  tap_major_backward_data(s.stride, s.C, s.K);
+    const int kt = conv_ktiles(s, pass);
+    for (int t = 0; t < 5; ++t)
+      for (int splits : {1, 3, kt})
+        for (bool tap : {false, true}) {
+          if (tap && !tap_ok) continue;
+          const ConvPlan p = make_conv_plan(s, pass, all_tiles[t], splits, tap);
+          SCOPED_TRACE(str("pass ", int(pass), " tile ", tile_names[t], " splits ", p.splits,
+                           " tps ", p.tps, " tap ", tap));
+          if (pass == ConvPass::kForward) {
+            DevArray y(dy.size(), misalign);
+            y.upload(std::vector<float>(dy.size(), kNaN), kGuard);
+            conv_forward_planned(s, p, dx_in->ptr(), dw_in->ptr(), db_in->ptr(), y.ptr());
+            finish("planned forward");
+            EXPECT_TRUE(matches(y.payload(), want_y));
+            EXPECT_TRUE(y.guards_intact(kGuard));
+          } else if (pass == ConvPass::kBackwardData) {
+            DevArray dx(x.size(), misalign);
+            dx.upload(std::vector<float>(x.size(), kNaN), kGuard);
+            conv_backward_data_planned(s, p, ddy_in->ptr(), dw_in->ptr(), dx.ptr());
+            finish("planned backward_data");
+            EXPECT_TRUE(matches(dx.payload(), want_dx));
+            EXPECT_TRUE(dx.guards_intact(kGuard));
+          } else {
+            DevArray dw(w.size(), misalign);
+            dw.upload(dw0, kGuard);
+            conv_weight_grad_planned(s, p, dx_in->ptr(), ddy_in->ptr(), dw.ptr());
+            finish("planned weight gradient");
+            EXPECT_TRUE(matches(dw.payload(), want_dw));
+            EXPECT_TRUE(dw.guards_intact(kGuard));
+          }
+        }
+  }
+}
+
+TEST(GpuImplicitPlanned, EveryTileSplitAndOrder) {
+  HPMC_REQUIRE_GPU();
+  uint64_t seed = 7000;
+  for (const ConvCase& cc : std::vector<ConvCase>{
+           {2, 16, 9, 11, 24, 3, 3, 1, 1},   // both passes tap-major; M = 198
+           {1, 8, 7, 5, 12, 5, 5, 1, 2},     // 5×5: forward tap-major (K = 12), backward_data not
+           {2, 24, 10, 9, 16, 3, 3, 2, 1},   // stride 2: forward tap-major only
+           {3, 32, 6, 6, 40, 1, 1, 1, 0},    // 1×1, both tap-major
+           {1, 40, 5, 7, 8, 2, 3, 1, 0},     // 2×3, pad 0, both tap-major
+           {2, 8, 12, 12, 136, 3, 3, 1, 1},  // N = 136: two 128-wide column tiles
+           {1, 5, 6, 7, 9, 3, 3, 1, 1},      // neither (C = 5, K = 9)
+       })
+    check_planned(cc, seed++);
+  check_planned({2, 16, 9, 11, 24, 3, 3, 1, 1}, seed++, /*misalign=*/1);
+}
+
+// The forced plans are checked: tap-major where it does not apply, and slices
+// rounded so that none is empty.
+TEST(GpuImplicitPlanned, PlansAreChecked) {
+  using namespace gpu::implicit_detail;
+  const Conv2dShape s = make_conv2d_shape(2, 5, 8, 8, 12, 3, 3, 1, 1);  // C = 5
+  EXPECT_THROW(make_conv_plan(s, ConvPass::kForward, Tile::kL, 1, true), RuntimeError);
+  EXPECT_THROW(make_conv_plan(s, ConvPass::kWeightGrad, Tile::kL, 1, true), RuntimeError);
+  const Conv2dShape t = make_conv2d_shape(2, 8, 8, 8, 12, 3, 3, 2, 1);  // stride 2
+  EXPECT_NO_THROW(make_conv_plan(t, ConvPass::kForward, Tile::kL, 1, true));
+  EXPECT_THROW(make_conv_plan(t, ConvPass::kBackwardData, Tile::kL, 1, true), RuntimeError);
+  const ConvPlan p = make_conv_plan(s, ConvPass::kForward, Tile::kS, 5, false);  // 6 k-tiles
+  EXPECT_EQ(p.tps, 2);
+  EXPECT_EQ(p.splits, 3);
 }
 
 // ---- thin convolutions: K ≤ 4 output channels (conv2d_thin.cu) ------------------------------
@@ -913,30 +1016,89 @@ TEST(ImplicitPlan, SplitsCoverEveryTileOnce) {
 }
 
 // The choices the GPU tests above rely on, for an H100's 132 SMs (the
-// ConvLargeTiles / GemmLargeTiles shapes reach the 128×128 tiles), and the
-// CIFAR autoencoder's layers at batch 2 and 128.
+// ConvLargeTiles / GemmLargeTiles shapes reach the 128×128 and 128×64 tiles),
+// and the CIFAR autoencoder's layers at batch 2, 64 and 128.
 TEST(ImplicitPlan, TileChoices) {
   using namespace gpu::implicit_detail;
   const int sms = 132;
-  EXPECT_EQ(choose_tile(2000, 1100, 1, sms), Tile::kL);          // GemmLargeTiles
+  EXPECT_EQ(choose_tile(2000, 2100, 1, sms), Tile::kL);          // GemmLargeTiles: 272 blocks
+  EXPECT_EQ(choose_tile(2000, 1100, 1, sms), Tile::kM);          // 144 L blocks, 288 M blocks
   EXPECT_EQ(choose_tile(4 * 61 * 67, 250, 1, sms), Tile::kL);    // forward
   EXPECT_EQ(choose_tile(4 * 61 * 67, 3, 1, sms), Tile::kThinN);  // backward_data, C = 3
   EXPECT_EQ(choose_tile(3, 250 * 9, 15, sms), Tile::kThinM);     // weight grad, K = 3
   int splits = 0, tps = 0;
   choose_splits(250, 540, int(tiles(2 * 23 * 23, 8)), splits, tps);  // weight grad
   EXPECT_EQ(splits, 15);
-  EXPECT_EQ(choose_tile(250, 540, splits, sms), Tile::kL);
+  EXPECT_EQ(choose_tile(250, 540, splits, sms), Tile::kM);
+  choose_out_splits(2 * 23 * 23, 250, int(tiles(60 * 9, 8)), splits, tps);  // its forward
+  EXPECT_EQ(splits, 4);
+  EXPECT_EQ(choose_tile(2 * 23 * 23, 250, splits, sms), Tile::kS);
   choose_splits(128, 2304, int(tiles(2 * 16 * 16, 8)), splits, tps);  // 256→128 @16, batch 2
   EXPECT_EQ(splits, 8);
-  EXPECT_EQ(choose_tile(128, 2304, splits, sms), Tile::kL);
+  EXPECT_EQ(choose_tile(128, 2304, splits, sms), Tile::kM);
   EXPECT_EQ(choose_tile(2 * 32 * 32, 256, 1, sms), Tile::kS);      // 3→256 @32, batch 2
   EXPECT_EQ(choose_tile(128 * 32 * 32, 256, 1, sms), Tile::kL);    // … batch 128
   EXPECT_EQ(choose_tile(128 * 32 * 32, 3, 1, sms), Tile::kThinN);  // 256→3 @32
   EXPECT_EQ(choose_tile(3, 2304, 1, sms), Tile::kThinM);           // its weight grad
-  EXPECT_EQ(choose_tile(256, 27, 64, sms), Tile::kS);              // 3→256 weight grad
+  EXPECT_EQ(choose_tile(256, 27, 64, sms), Tile::kThinN);          // 3→256 weight grad
+  EXPECT_EQ(choose_tile(20, 2304, 8, sms), Tile::kThinM);
+  EXPECT_EQ(choose_tile(33, 33, 1, sms), Tile::kS);
   EXPECT_EQ(choose_tile(5, 9, 1, sms), Tile::kThinN);
 }
 
+// The CIFAR autoencoder at batch 64 (conv1 … conv4; conv5 is thin): which
+// tile, how many slices and which GEMM_K order each pass runs with.
+TEST(ImplicitPlan, CifarBatch64) {
+  using namespace gpu::implicit_detail;
+  struct Want {
+    int C, HW, K;
+    Tile fwd, dgrad, wgrad;
+    int fwd_splits, dgrad_splits, wgrad_splits;
+    bool tap;  // forward and backward_data tap-major (conv1: neither)
+  };
+  const Want layers[] = {
+      {3, 32, 256, Tile::kL, Tile::kThinN, Tile::kThinN, 1, 1, 64, false},  // conv1
+      {256, 16, 128, Tile::kM, Tile::kL, Tile::kL, 1, 1, 14, true},      // conv2
+      {128, 8, 128, Tile::kM, Tile::kM, Tile::kL, 4, 4, 29, true},       // conv3
+      {128, 16, 256, Tile::kL, Tile::kM, Tile::kL, 1, 1, 14, true},      // conv4
+  };
+  for (const Want& l : layers) {
+    SCOPED_TRACE(str("C=", l.C, " HW=", l.HW, " K=", l.K));
+    const long long pix = 64ll * l.HW * l.HW;
+    int splits = 0, tps = 0;
+    choose_out_splits(pix, l.K, int(tiles(l.C * 9, 8)), splits, tps);
+    EXPECT_EQ(splits, l.fwd_splits);
+    EXPECT_EQ(choose_tile(pix, l.K, splits, 132), l.fwd);
+    choose_out_splits(pix, l.C, int(tiles(l.K * 9, 8)), splits, tps);
+    EXPECT_EQ(splits, l.dgrad_splits);
+    EXPECT_EQ(choose_tile(pix, l.C, splits, 132), l.dgrad);
+    choose_splits(l.K, l.C * 9, int(tiles(pix, 8)), splits, tps);
+    EXPECT_EQ(splits, l.wgrad_splits);
+    EXPECT_EQ(choose_tile(l.K, l.C * 9, splits, 132), l.wgrad);
+    EXPECT_EQ(tap_major_forward(l.C, l.K), l.tap);
+    EXPECT_EQ(tap_major_backward_data(1, l.C, l.K), l.tap);
+  }
+}
+
+// Forward / backward_data splits: slices cover every k-tile once, none empty,
+// at most kMaxOutSplits, at least kMinTilesPerOutSplit k-tiles when split, and
+// none when the 128×64 tiles alone give a block per SM.
+TEST(ImplicitPlan, OutSplitsCoverEveryTileOnce) {
+  using namespace gpu::implicit_detail;
+  for (long long M : {1ll, 100ll, 4096ll, 16384ll, 1ll << 20})
+    for (long long N : {3ll, 64ll, 128ll, 256ll, 1000ll})
+      for (int kt : {1, 4, 15, 16, 17, 31, 32, 33, 144, 288, 1 << 16}) {
+        int splits = 0, tps = 0;
+        choose_out_splits(M, N, kt, splits, tps);
+        SCOPED_TRACE(str("M=", M, " N=", N, " ktiles=", kt, " -> splits=", splits, " tps=", tps));
+        ASSERT_GE(splits, 1);
+        ASSERT_LE(splits, kMaxOutSplits);
+        ASSERT_LT((long long)(splits - 1) * tps, kt);
+        ASSERT_GE((long long)splits * tps, kt);
+        if (splits > 1) ASSERT_GE(tps, kMinTilesPerOutSplit);
+        if (tiles(M, 128) * tiles(N, 64) >= kPlanSMs) ASSERT_EQ(splits, 1);
+      }
+}
 
 // The thin rule: K ≤ 4 and R·S ≤ kThinMaxTaps; the fast kernels only for
 // 3×3 / stride 1 / pad 1 / W % 4 == 0 / 16-byte aligned.

@@ -3,12 +3,12 @@
 // Linear layers, on one exact-FP32 engine (implicit_gemm_core.cuh): FFMA only,
 // no TF32, no tensor cores, no floating-point atomics.
 //
-// ---- mappings (x NCHW, w KCRS, y NKPQ; k-index orders as in the CPU im2col) ----
-// forward          GEMM_M = N·P·Q (m = (n,p,q)), GEMM_N = K, GEMM_K = C·R·S (c·RS + r·S + s)
+// ---- mappings (x NCHW, w KCRS, y NKPQ) ------------------------------------------
+// forward          GEMM_M = N·P·Q (m = (n,p,q)), GEMM_N = K, GEMM_K = C·R·S
 //                  A[m][k] = x[n][c][p·st−pad+r][q·st−pad+s] (0 outside),
 //                  B[k][ko] = w[ko][c][r][s]
 //                  y[n][ko][p][q] = Σ + b[ko]   (overwritten; float4 stores along (p,q))
-// backward_data    GEMM_M = N·H·W (m = (n,h,w)), GEMM_N = C, GEMM_K = K·R·S (ko·RS + r·S + s)
+// backward_data    GEMM_M = N·H·W (m = (n,h,w)), GEMM_N = C, GEMM_K = K·R·S
 //                  A[m][k] = dy[n][ko][p][q] with p = (h+pad−r)/st, q = (w+pad−s)/st when both
 //                  divide exactly and lie in [0,P)×[0,Q), else 0;  B[k][c] = w[ko][c][r][s]
 //                  dx[n][c][h][w] = Σ (overwritten). With st > 1 most A entries are such
@@ -18,30 +18,52 @@
 //                  dw[ko][crs] += Σ;  db[ko] += Σ dy  (separate deterministic kernel)
 // gemm             C[m×n] (= or +=) op(A)·op(B), row-major, leading dimensions lda/ldb/ldc;
 //                  the transposes select the loaders' thread mappings (4 instantiations).
-// The im2col matrix is never materialised: each loader decodes its indices on the
-// fly (k → (c,r,s) or m → (n,p,q) by multiply-high division, implicit_fastdiv.h).
+// The im2col matrix is never materialised: each loader computes its addresses on
+// the fly and copies straight into shared memory (cp.async).
 //
-// ---- tiles (BM×BN×BK, per-thread TM×TN, threads) -----------------------------------
-//   L      128×128×8, 8×8, 256 threads, ≥2 blocks/SM   the workhorse for large M and N
-//   S       64× 64×8, 4×4, 256 threads, ≥2 blocks/SM   mid-size problems: 4× the blocks
-//   ThinN  128× 16×8, 4×4, 128 threads, ≥4 blocks/SM   GEMM_N ≤ 16 (K = 3 outputs, C = 3)
-//   ThinM   16×128×8, 4×4, 128 threads, ≥4 blocks/SM   GEMM_M ≤ 16 (weight grad of K = 3)
-// Heuristic, per call (choose_tile, implicit_plan.h): GEMM_N ≤ 16 → ThinN; else
-// GEMM_M ≤ 16 → ThinM; else L when its padding wastes ≤ 25% of the tile work
-// (padded M·N ≤ 1.25·M·N) and its blocks (× split-K slices) make at least one per
-// SM; else S. Not yet tuned on the H100. The tile choice changes no bit of any
-// result (see the note in implicit_gemm_core.cuh).
+// ---- two GEMM_K orders for forward and backward_data --------------------------------
+// channel-major  k = c·RS + r·S + s (ko·RS + r·S + s): any shape. Each element
+//                decodes its k by multiply-high division (implicit_fastdiv.h) and
+//                tests its own tap: ~20 integer instructions per element.
+// tap-major      k = (r·S + s)·C + c ((r·S + s)·K + ko): forward when C % 8 == 0 and
+//                K % 4 == 0, backward_data when stride = 1, K % 8 == 0 and C % 4 == 0
+//                (tap_major_*, implicit_plan.h). A k-tile of 8 then lies in one tap,
+//                so a row's in-range test is made once per tap and the elements only
+//                step by 8·H·W along the channels (TapALoader): ~4 instructions per
+//                element, no division. B is the weight tensor re-laid out per call
+//                by weight_taps_kernel into wt[(rs·C + c)·K + ko] (forward) or
+//                wt[(rs·K + ko)·C + c] (backward_data), read 16 bytes at a time; wt
+//                lives in the workspace. The order is a function of the shape only,
+//                so it changes the bits only from one shape to another.
 //
-// ---- split-K (backward_params only) -------------------------------------------------
-// GEMM_K = N·P·Q is long and GEMM_M·GEMM_N small, so blockIdx.z splits the k-tiles into
-// `splits` contiguous ranges of `tps` tiles. With splits = 1 the epilogue adds into dw
-// directly; otherwise slice z writes its partial tile to workspace[z][K][CRS] (every
-// element of every slice is written, zeros for an empty range) and splitk_reduce_kernel
-// computes dw[i] = dw[i] + Σ_z ws[z][i], summing z = 0, 1, … in double in that fixed
-// order. splits is a function of the shape only (choose_splits: aims at kSplitTarget
-// 64×64-tile blocks, ≥ 8 k-tiles per slice, ≤ 64 slices), so the bits do not depend on
-// the device, the tile configuration or the run. db: one block per output channel,
-// each thread sums a fixed strided subset in double, then a fixed shared-memory tree.
+// ---- tiles (BM×BN×BK, per-thread TM×TN, threads; all 4-stage cp.async pipelines) ---
+//   L      128×128×8, 8×8, 256 threads, 2 blocks/SM   the workhorse for large M and N
+//   M      128× 64×8, 8×4, 256 threads, 2 blocks/SM   twice the blocks of L (GEMM_N = 128
+//                                                      at batch 64 would leave SMs idle)
+//   S       64× 64×8, 4×4, 256 threads, 2 blocks/SM   small problems: 4× the blocks of L
+//   ThinN  128× 16×8, 4×4, 128 threads, 4 blocks/SM   GEMM_N ≤ 32 (C = 3, conv1's dw: 27)
+//   ThinM   16×128×8, 4×4, 128 threads, 4 blocks/SM   GEMM_M ≤ 32 (weight grad of K = 3)
+// Heuristic, per call (choose_tile, implicit_plan.h): the thin tiles for GEMM_N or
+// GEMM_M ≤ 16, then ≤ 32; else the first of L, M whose padding wastes ≤ 25% of the
+// tile work and whose blocks (× split-K slices) fill 90% of two per SM; else S.
+// The tile choice changes no bit of any result (the note in implicit_gemm_core.cuh).
+//
+// ---- split-K ------------------------------------------------------------------------
+// blockIdx.z splits the k-tiles into `splits` contiguous ranges of `tps` tiles.
+// backward_params (GEMM_K = N·P·Q long, GEMM_M·GEMM_N small): with splits = 1 the
+// epilogue adds into dw directly; otherwise slice z writes its partial tile to
+// workspace[z][K][CRS] (every element of every slice is written, zeros for an empty
+// range) and splitk_reduce_kernel computes dw[i] = dw[i] + Σ_z ws[z][i], summing
+// z = 0, 1, … in double in that fixed order. choose_splits: as many slices as fill
+// one wave of 128×128 blocks at two per SM on 132 SMs, ≥ 8 k-tiles per slice, ≤ 64.
+// forward and backward_data, when the 128×64 tiles alone would leave SMs idle
+// (conv3 at 8×8, batch 64): slices of ≥ 16 k-tiles, ≤ 8, each written whole to
+// workspace[z] in the output's layout, then splitk_out_kernel sums them in double,
+// z ascending, adds the bias and writes y / dx (choose_out_splits).
+// Split plans are functions of the shape only (kPlanSMs = 132 whatever the device),
+// so the bits do not depend on the device, the tile configuration or the run.
+// db: one block per output channel, each thread sums a fixed strided subset of
+// float4 pieces in double, then a fixed shared-memory tree.
 // The workspace is a grow-only, cached cudaMalloc'd buffer (default stream only).
 //
 // ---- thin convolutions ----------------------------------------------------------------
@@ -49,10 +71,12 @@
 // kernels of conv2d_thin.cu, in all three passes; they share the workspace below.
 //
 // ---- files -------------------------------------------------------------------------
-// implicit_gemm_core.cuh    the tiled, double-buffered, register-blocked main loop,
-//                           the strided-matrix loader and the row-major epilogue
+// implicit_gemm_core.cuh    the tiled, multi-stage, register-blocked main loop, the
+//                           async copies, the matrix loaders and the row-major epilogue
 // implicit_conv_kernels.cuh the conv loaders and epilogue, and every __global__ kernel
-// implicit_plan.h           tile choice and split-K plan (pure host code, unit-tested)
+// implicit_plan.h           tile choice, split-K plans, GEMM_K order (pure host code,
+//                           unit-tested)
+// implicit_conv.h           the GEMM path with an explicit plan (tests, benchmark)
 // implicit_fastdiv.h        multiply-high division by run-time divisors
 // conv2d_thin.cu            the thin-convolution kernels (K ≤ 4) and their launches
 // this file                 the host side: checks, plans, workspace, launches
@@ -71,6 +95,7 @@
 #include "layers/gpu/conv2d_kernels.h"
 #include "layers/gpu/conv2d_thin.h"
 #include "layers/gpu/implicit_fastdiv.h"
+#include "layers/gpu/implicit_conv.h"
 #include "layers/gpu/implicit_conv_kernels.cuh"
 #include "layers/gpu/implicit_gemm_core.cuh"
 #include "layers/gpu/implicit_plan.h"
@@ -173,6 +198,9 @@ void check_shape(const Conv2dShape& s) {
                            " W=", s.W, " K=", s.K, " R=", s.R, " S=", s.S,
                            " stride=", s.stride, " pad=", s.pad, " P=", s.P, " Q=", s.Q));
   const long long RS = (long long)s.R * s.S;
+  if (s.R >= (1 << 15) || s.S >= (1 << 15))  // the weight-gradient loader packs r, s in 16 bits
+    throw RuntimeError(str("implicit conv2d: filter ", s.R, "x", s.S,
+                           " is outside the supported range (each side < 32768)"));
   check_extent("H + 2·pad", (long long)s.H + 2ll * s.pad);
   check_extent("W + 2·pad", (long long)s.W + 2ll * s.pad);
   check_extent("R·S", RS);
@@ -187,10 +215,12 @@ void check_shape(const Conv2dShape& s) {
   check_extent("N·H·W", (long long)s.N * s.H * s.W);
 }
 
-ConvOut make_conv_out(float* out, const float* bias, long long M, int Nch, int plane) {
+ConvOut make_conv_out(float* out, const float* bias, long long M, int Nch, int plane,
+                      long long split_stride) {
   ConvOut e{};
   e.out = out;
   e.bias = bias;
+  e.split_stride = split_stride;
   e.M = int(M);
   e.Nch = Nch;
   e.plane = plane;
@@ -211,38 +241,185 @@ MatOut make_mat_out(float* out, long long ld, long long split_stride, int M, int
   return e;
 }
 
-template <class Cfg>
-void launch_fwd(const ConvArgs& a, const float* x, const float* w, const ConvOut& e) {
-  conv_fwd_kernel<Cfg><<<grid_of<Cfg>(a.NPQ, a.K, 1), Cfg::NT>>>(a, x, w, e);
-  HPMC_CUDA_LAUNCH_CHECK("implicit conv2d forward");
+// Calls f with a value of the tile configuration's type.
+template <class F>
+void with_tile(Tile t, F&& f) {
+  switch (t) {
+    case Tile::kL: f(CfgL{}); return;
+    case Tile::kM: f(CfgM{}); return;
+    case Tile::kS: f(CfgS{}); return;
+    case Tile::kThinN: f(CfgThinN{}); return;
+    case Tile::kThinM: f(CfgThinM{}); return;
+  }
 }
-template <class Cfg>
-void launch_dgrad(const ConvArgs& a, const float* dy, const float* w, const ConvOut& e) {
-  conv_dgrad_kernel<Cfg><<<grid_of<Cfg>(a.NHW, a.C, 1), Cfg::NT>>>(a, dy, w, e);
-  HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_data");
+
+size_t round4(size_t n) { return (n + 3) / 4 * 4; }  // keeps what follows 16-byte aligned
+
+unsigned grid_stride_blocks(long long count) {
+  return unsigned(std::max<long long>(1, std::min<long long>((count + 255) / 256, 4096)));
 }
-template <class Cfg>
-void launch_wgrad(const ConvArgs& a, const float* x, const float* dy, int splits, int tps,
-                  const MatOut& e) {
-  conv_wgrad_kernel<Cfg><<<grid_of<Cfg>(a.K, a.CRS, splits), Cfg::NT>>>(a, x, dy, tps, e);
-  HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (weights)");
+
+// wt = w re-laid out for a tap-major pass (weight_taps_kernel).
+void relayout_weights(const ConvArgs& a, const float* w, bool for_dgrad, float* wt) {
+  weight_taps_kernel<<<grid_stride_blocks((long long)a.K * a.CRS), 256>>>(w, a.K, a.C, a.RS,
+                                                                          for_dgrad, wt);
+  HPMC_CUDA_LAUNCH_CHECK(for_dgrad ? "implicit conv2d backward_data (weight re-layout)"
+                                   : "implicit conv2d forward (weight re-layout)");
 }
-template <class Cfg, bool TA, bool TB>
-void launch_gemm_t(int m, int n, int k, const float* a, int lda, const float* b, int ldb,
-                   const MatOut& e) {
-  gemm_kernel<Cfg, TA, TB><<<grid_of<Cfg>(m, n, 1), Cfg::NT>>>(m, n, k, a, lda, b, ldb, e);
-  HPMC_CUDA_LAUNCH_CHECK("implicit gemm");
-}
-template <class Cfg>
-void launch_gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b,
-                 int ldb, const MatOut& e) {
-  if (ta && tb) launch_gemm_t<Cfg, true, true>(m, n, k, a, lda, b, ldb, e);
-  else if (ta) launch_gemm_t<Cfg, true, false>(m, n, k, a, lda, b, ldb, e);
-  else if (tb) launch_gemm_t<Cfg, false, true>(m, n, k, a, lda, b, ldb, e);
-  else launch_gemm_t<Cfg, false, false>(m, n, k, a, lda, b, ldb, e);
+
+// out = Σ of the split slices (+ bias), for forward and backward_data.
+void reduce_out_slices(const float* ws, int splits, long long count, int plane, int Nch,
+                       const float* bias, float* out, const char* what) {
+  splitk_out_kernel<<<grid_stride_blocks(count), 256>>>(ws, splits, count, plane, Nch, bias, out);
+  HPMC_CUDA_LAUNCH_CHECK(what);
 }
 
 }  // namespace
+
+// ---- planned GEMM path (implicit_conv.h) -------------------------------------------------
+
+int conv_ktiles(const Conv2dShape& s, ConvPass pass) {
+  switch (pass) {
+    case ConvPass::kForward: return ktiles_of((long long)s.C * s.R * s.S);
+    case ConvPass::kBackwardData: return ktiles_of((long long)s.K * s.R * s.S);
+    case ConvPass::kWeightGrad: return ktiles_of((long long)s.N * s.P * s.Q);
+  }
+  return 1;
+}
+
+namespace {
+
+// GEMM_M and GEMM_N of the pass.
+void gemm_extents(const Conv2dShape& s, ConvPass pass, long long& M, long long& N) {
+  switch (pass) {
+    case ConvPass::kForward: M = (long long)s.N * s.P * s.Q, N = s.K; return;
+    case ConvPass::kBackwardData: M = (long long)s.N * s.H * s.W, N = s.C; return;
+    case ConvPass::kWeightGrad: M = s.K, N = (long long)s.C * s.R * s.S; return;
+  }
+}
+
+bool tap_applies(const Conv2dShape& s, ConvPass pass) {
+  if (pass == ConvPass::kForward) return tap_major_forward(s.C, s.K);
+  if (pass == ConvPass::kBackwardData) return tap_major_backward_data(s.stride, s.C, s.K);
+  return false;
+}
+
+// The plan's slices cover the pass's k-tiles exactly, none empty.
+void check_plan(const Conv2dShape& s, ConvPass pass, const ConvPlan& p) {
+  const int kt = std::max(conv_ktiles(s, pass), 1);
+  if (p.splits < 1 || p.tps < 1 || (long long)(p.splits - 1) * p.tps >= kt ||
+      (long long)p.splits * p.tps < kt || p.splits > 65535)
+    throw RuntimeError(str("implicit conv2d: bad split plan (", p.splits, " slices of ", p.tps,
+                           " k-tiles for ", kt, ")"));
+  if (p.tap && !tap_applies(s, pass))
+    throw RuntimeError("implicit conv2d: the tap-major mapping does not apply to this shape");
+}
+
+}  // namespace
+
+ConvPlan plan_conv(const Conv2dShape& s, ConvPass pass) {
+  long long M = 0, N = 0;
+  gemm_extents(s, pass, M, N);
+  const int kt = conv_ktiles(s, pass);
+  ConvPlan p;
+  if (pass == ConvPass::kWeightGrad) choose_splits(M, N, kt, p.splits, p.tps);
+  else choose_out_splits(M, N, kt, p.splits, p.tps);
+  p.tile = pick_tile(M, N, p.splits);
+  p.tap = tap_applies(s, pass);
+  return p;
+}
+
+ConvPlan make_conv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits, bool tap) {
+  const int kt = std::max(conv_ktiles(s, pass), 1);
+  ConvPlan p;
+  p.tile = tile;
+  split_plan(splits, kt, 1, 65535, p.splits, p.tps);
+  p.tap = tap;
+  check_plan(s, pass, p);
+  return p;
+}
+
+void conv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* x,
+                          const float* w, const float* b, float* y) {
+  check_shape(s);
+  const ConvArgs a = make_args(s);
+  if (a.NPQ == 0 || a.K == 0) return;
+  check_plan(s, ConvPass::kForward, p);
+  const long long count = a.NPQ * a.K;
+  const size_t wt_floats = p.tap ? round4(size_t(a.K) * size_t(a.CRS)) : 0;
+  const size_t slice_floats = p.splits > 1 ? size_t(p.splits) * size_t(count) : 0;
+  float* ws = wt_floats + slice_floats > 0 ? scratch().get(wt_floats + slice_floats) : nullptr;
+  const float* wb = w;
+  if (p.tap) {
+    relayout_weights(a, w, false, ws);
+    wb = ws;
+  }
+  const ConvOut e = p.splits > 1
+                        ? make_conv_out(ws + wt_floats, nullptr, a.NPQ, a.K, a.PQ, count)
+                        : make_conv_out(y, b, a.NPQ, a.K, a.PQ, 0);
+  with_tile(p.tile, [&](auto cfg) {
+    using Cfg = decltype(cfg);
+    const dim3 grid = grid_of<Cfg>(a.NPQ, a.K, p.splits);
+    if (p.tap) conv_fwd_kernel<Cfg, true><<<grid, Cfg::NT>>>(a, x, wb, p.tps, e);
+    else conv_fwd_kernel<Cfg, false><<<grid, Cfg::NT>>>(a, x, wb, p.tps, e);
+    HPMC_CUDA_LAUNCH_CHECK("implicit conv2d forward");
+  });
+  if (p.splits > 1)
+    reduce_out_slices(ws + wt_floats, p.splits, count, a.PQ, a.K, b, y,
+                      "implicit conv2d forward (split-K sum)");
+}
+
+void conv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const float* dy,
+                                const float* w, float* dx) {
+  check_shape(s);
+  const ConvArgs a = make_args(s);
+  if (a.NHW == 0 || a.C == 0) return;
+  check_plan(s, ConvPass::kBackwardData, p);
+  const long long count = a.NHW * a.C;
+  const size_t wt_floats = p.tap ? round4(size_t(a.K) * size_t(a.CRS)) : 0;
+  const size_t slice_floats = p.splits > 1 ? size_t(p.splits) * size_t(count) : 0;
+  float* ws = wt_floats + slice_floats > 0 ? scratch().get(wt_floats + slice_floats) : nullptr;
+  const float* wb = w;
+  if (p.tap) {
+    relayout_weights(a, w, true, ws);
+    wb = ws;
+  }
+  const ConvOut e = p.splits > 1
+                        ? make_conv_out(ws + wt_floats, nullptr, a.NHW, a.C, a.HW, count)
+                        : make_conv_out(dx, nullptr, a.NHW, a.C, a.HW, 0);
+  with_tile(p.tile, [&](auto cfg) {
+    using Cfg = decltype(cfg);
+    const dim3 grid = grid_of<Cfg>(a.NHW, a.C, p.splits);
+    if (p.tap) conv_dgrad_kernel<Cfg, true><<<grid, Cfg::NT>>>(a, dy, wb, p.tps, e);
+    else conv_dgrad_kernel<Cfg, false><<<grid, Cfg::NT>>>(a, dy, wb, p.tps, e);
+    HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_data");
+  });
+  if (p.splits > 1)
+    reduce_out_slices(ws + wt_floats, p.splits, count, a.HW, a.C, nullptr, dx,
+                      "implicit conv2d backward_data (split-K sum)");
+}
+
+void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const float* x,
+                              const float* dy, float* dw) {
+  check_shape(s);
+  const ConvArgs a = make_args(s);
+  if (a.NPQ == 0 || a.K == 0 || a.CRS == 0) return;  // nothing to add
+  check_plan(s, ConvPass::kWeightGrad, p);
+  const long long count = (long long)a.K * a.CRS;
+  float* ws = p.splits > 1 ? scratch().get(size_t(p.splits) * size_t(count)) : nullptr;
+  const MatOut e = p.splits > 1 ? make_mat_out(ws, a.CRS, count, a.K, a.CRS, false)
+                                : make_mat_out(dw, a.CRS, 0, a.K, a.CRS, true);
+  with_tile(p.tile, [&](auto cfg) {
+    using Cfg = decltype(cfg);
+    conv_wgrad_kernel<Cfg><<<grid_of<Cfg>(a.K, a.CRS, p.splits), Cfg::NT>>>(a, x, dy, p.tps, e);
+    HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (weights)");
+  });
+  if (p.splits > 1) {
+    splitk_reduce_kernel<<<grid_stride_blocks(count), 256>>>(ws, p.splits, count, dw);
+    HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (split-K reduce)");
+  }
+}
+
 }  // namespace implicit_detail
 
 namespace implicit {
@@ -252,40 +429,26 @@ using namespace implicit_detail;
 void conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* b,
                     float* y) {
   check_shape(s);
-  const ConvArgs a = make_args(s);
-  if (a.NPQ == 0 || a.K == 0) return;
+  if ((long long)s.N * s.P * s.Q == 0 || s.K == 0) return;
   const ThinPath thin =
       choose_thin(s.K, s.R, s.S, s.stride, s.pad, s.W, aligned16(x) && aligned16(y));
   if (thin != ThinPath::kNone) {
     thin_forward(s, thin, x, w, b, y);
     return;
   }
-  const ConvOut e = make_conv_out(y, b, a.NPQ, a.K, a.PQ);
-  switch (pick_tile(a.NPQ, a.K, 1)) {
-    case Tile::kL: launch_fwd<CfgL>(a, x, w, e); break;
-    case Tile::kS: launch_fwd<CfgS>(a, x, w, e); break;
-    case Tile::kThinN: launch_fwd<CfgThinN>(a, x, w, e); break;
-    case Tile::kThinM: launch_fwd<CfgThinM>(a, x, w, e); break;
-  }
+  conv_forward_planned(s, plan_conv(s, ConvPass::kForward), x, w, b, y);
 }
 
 void conv2d_backward_data(const Conv2dShape& s, const float* dy, const float* w, float* dx) {
   check_shape(s);
-  const ConvArgs a = make_args(s);
-  if (a.NHW == 0 || a.C == 0) return;
+  if ((long long)s.N * s.H * s.W == 0 || s.C == 0) return;
   const ThinPath thin =
       choose_thin(s.K, s.R, s.S, s.stride, s.pad, s.W, aligned16(dy) && aligned16(dx));
   if (thin != ThinPath::kNone) {
     thin_backward_data(s, thin, dy, w, dx);
     return;
   }
-  const ConvOut e = make_conv_out(dx, nullptr, a.NHW, a.C, a.HW);
-  switch (pick_tile(a.NHW, a.C, 1)) {
-    case Tile::kL: launch_dgrad<CfgL>(a, dy, w, e); break;
-    case Tile::kS: launch_dgrad<CfgS>(a, dy, w, e); break;
-    case Tile::kThinN: launch_dgrad<CfgThinN>(a, dy, w, e); break;
-    case Tile::kThinM: launch_dgrad<CfgThinM>(a, dy, w, e); break;
-  }
+  conv_backward_data_planned(s, plan_conv(s, ConvPass::kBackwardData), dy, w, dx);
 }
 
 void conv2d_backward_params(const Conv2dShape& s, const float* x, const float* dy, float* dw,
@@ -300,28 +463,11 @@ void conv2d_backward_params(const Conv2dShape& s, const float* x, const float* d
     thin_backward_params(s, thin, x, dy, dw, db, ws);
     return;
   }
-  if (a.CRS > 0) {
-    const int kt = ktiles_of(a.NPQ);
-    int splits = 1, tps = kt;
-    choose_splits(a.K, a.CRS, kt, splits, tps);
-    const long long count = (long long)a.K * a.CRS;
-    float* ws = splits > 1 ? scratch().get(size_t(splits) * size_t(count)) : nullptr;
-    const MatOut e = splits > 1 ? make_mat_out(ws, a.CRS, count, a.K, a.CRS, false)
-                                : make_mat_out(dw, a.CRS, 0, a.K, a.CRS, true);
-    switch (pick_tile(a.K, a.CRS, splits)) {
-      case Tile::kL: launch_wgrad<CfgL>(a, x, dy, splits, tps, e); break;
-      case Tile::kS: launch_wgrad<CfgS>(a, x, dy, splits, tps, e); break;
-      case Tile::kThinN: launch_wgrad<CfgThinN>(a, x, dy, splits, tps, e); break;
-      case Tile::kThinM: launch_wgrad<CfgThinM>(a, x, dy, splits, tps, e); break;
-    }
-    if (splits > 1) {
-      const long long blocks = std::min<long long>((count + 255) / 256, 4096);
-      splitk_reduce_kernel<<<unsigned(blocks), 256>>>(ws, splits, count, dw);
-      HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (split-K reduce)");
-    }
-  }
+  if (a.CRS > 0) conv_weight_grad_planned(s, plan_conv(s, ConvPass::kWeightGrad), x, dy, dw);
   if (db) {
-    bias_grad_kernel<<<unsigned(a.K), kBiasThreads>>>(a, dy, db);
+    const bool vec = a.PQ % 4 == 0 && aligned16(dy);
+    bias_grad_kernel<<<unsigned(a.K), kBiasThreads>>>(a, dy, vec, FastDiv(vec ? a.PQ / 4 : a.PQ),
+                                                       db);
     HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (bias)");
   }
 }
@@ -340,12 +486,15 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int l
                            " trans_b=", trans_b, ")"));
   if (m == 0 || n == 0 || (k == 0 && accumulate)) return;
   const MatOut e = make_mat_out(c, ldc, 0, m, n, accumulate);
-  switch (pick_tile(m, n, 1)) {
-    case Tile::kL: launch_gemm<CfgL>(trans_a, trans_b, m, n, k, a, lda, b, ldb, e); break;
-    case Tile::kS: launch_gemm<CfgS>(trans_a, trans_b, m, n, k, a, lda, b, ldb, e); break;
-    case Tile::kThinN: launch_gemm<CfgThinN>(trans_a, trans_b, m, n, k, a, lda, b, ldb, e); break;
-    case Tile::kThinM: launch_gemm<CfgThinM>(trans_a, trans_b, m, n, k, a, lda, b, ldb, e); break;
-  }
+  with_tile(pick_tile(m, n, 1), [&](auto cfg) {
+    using Cfg = decltype(cfg);
+    const dim3 grid = grid_of<Cfg>(m, n, 1);
+    if (trans_a && trans_b) gemm_kernel<Cfg, true, true><<<grid, Cfg::NT>>>(m, n, k, a, lda, b, ldb, e);
+    else if (trans_a) gemm_kernel<Cfg, true, false><<<grid, Cfg::NT>>>(m, n, k, a, lda, b, ldb, e);
+    else if (trans_b) gemm_kernel<Cfg, false, true><<<grid, Cfg::NT>>>(m, n, k, a, lda, b, ldb, e);
+    else gemm_kernel<Cfg, false, false><<<grid, Cfg::NT>>>(m, n, k, a, lda, b, ldb, e);
+    HPMC_CUDA_LAUNCH_CHECK("implicit gemm");
+  });
 }
 
 }  // namespace implicit

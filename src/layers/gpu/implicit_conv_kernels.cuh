@@ -1,9 +1,10 @@
 // implicit_conv_kernels.cuh — the kernels of the implicit-GEMM family: the
 // conv loaders (im2col gathers decoded on the fly), the conv output epilogue,
 // and the __global__ functions for forward, backward_data, backward_params
-// (split-K slices, split-K reduction, bias gradient) and the plain GEMM. The
-// mappings, tiles and split-K scheme are described at the top of
-// conv2d_implicit_gemm.cu, which holds the host side and is the only includer.
+// (split-K slices, split-K reductions, bias gradient), the weight re-layout of
+// the tap-major paths and the plain GEMM. The mappings, tiles and split-K
+// scheme are described at the top of conv2d_implicit_gemm.cu, which holds the
+// host side and is the only includer besides the kernel benchmark.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,10 +17,12 @@
 
 namespace hpmc::gpu::implicit_detail {
 
-using CfgL = TileCfg<128, 128, 8, 8, 2>;
-using CfgS = TileCfg<64, 64, 4, 4, 2>;
-using CfgThinN = TileCfg<128, 16, 4, 4, 4>;
-using CfgThinM = TileCfg<16, 128, 4, 4, 4>;
+// BM, BN, TM, TN, blocks per SM, stages (implicit_plan.h's Tile names them).
+using CfgL = TileCfg<128, 128, 8, 8, 2, 4>;
+using CfgM = TileCfg<128, 64, 8, 4, 2, 4>;
+using CfgS = TileCfg<64, 64, 4, 4, 2, 4>;
+using CfgThinN = TileCfg<128, 16, 4, 4, 4, 4>;
+using CfgThinM = TileCfg<16, 128, 4, 4, 4, 4>;
 
 // Everything the conv loaders need, by value in the kernel's parameter space.
 struct ConvArgs {
@@ -52,7 +55,7 @@ inline ConvArgs make_args(const Conv2dShape& s) {
   return a;
 }
 
-// ---- conv loaders ------------------------------------------------------------------
+// ---- conv loaders, channel-major GEMM_K (k = c·RS + r·S + s): any shape -------------------
 
 // forward A (RowFast over m = (n,p,q)): the im2col gather of x. The row is fixed
 // per thread, so (n, p, q) is decoded once; each element decodes its k = (c,r,s).
@@ -62,9 +65,8 @@ struct FwdALoader {
   static constexpr int ELEMS = Map::ELEMS;
   const ConvArgs& a;
   const float* xb;  // this row's image (x itself for an invalid row; never read)
-  int h0, w0, tid;
+  int h0, w0, tid, k0 = 0;
   bool mvalid;
-  float v[ELEMS];
 
   __device__ __forceinline__ FwdALoader(const ConvArgs& a_, const float* x, int m0, int tid_)
       : a(a_), tid(tid_) {
@@ -77,22 +79,21 @@ struct FwdALoader {
     w0 = q * a.stride - a.pad;
     xb = x + (size_t)img * a.CHW;
   }
-  __device__ __forceinline__ void load(int k0) {
+  __device__ __forceinline__ void start(int kt) { k0 = kt * kBK; }
+  __device__ __forceinline__ void issue(float (*s)[ROWS + kPad]) {
 #pragma unroll
     for (int e = 0; e < ELEMS; ++e) {
       const int k = k0 + Map::kk(tid, e);
-      int c, rs, r, s;
+      int c, rs, r, s_;
       a.fRS.divmod(k, c, rs);
-      a.fS.divmod(rs, r, s);
-      const int h = h0 + r, w = w0 + s;
+      a.fS.divmod(rs, r, s_);
+      const int h = h0 + r, w = w0 + s_;
       const bool ok = mvalid && k < a.CRS && (unsigned)h < (unsigned)a.H &&
                       (unsigned)w < (unsigned)a.W;
-      float t = 0.f;
-      if (ok) t = __ldg(xb + c * a.HW + h * a.W + w);
-      v[e] = t;
+      copy4(&s[Map::kk(tid, e)][Map::row(tid)], ok ? xb + (c * a.HW + h * a.W + w) : xb, ok);
     }
+    k0 += kBK;
   }
-  __device__ __forceinline__ void store(float (*s)[ROWS + kPad]) { Map::store(s, tid, v); }
 };
 
 // backward_data A (RowFast over m = (n,h,w)): the gather of dy. Tap (r,s) of
@@ -103,9 +104,8 @@ struct DgradALoader {
   static constexpr int ELEMS = Map::ELEMS;
   const ConvArgs& a;
   const float* dyb;
-  int hp, wp, tid;  // h + pad, w + pad
+  int hp, wp, tid, k0 = 0;  // h + pad, w + pad
   bool mvalid;
-  float v[ELEMS];
 
   __device__ __forceinline__ DgradALoader(const ConvArgs& a_, const float* dy, int m0, int tid_)
       : a(a_), tid(tid_) {
@@ -118,25 +118,24 @@ struct DgradALoader {
     wp = w + a.pad;
     dyb = dy + (size_t)img * a.KPQ;
   }
-  __device__ __forceinline__ void load(int k0) {
+  __device__ __forceinline__ void start(int kt) { k0 = kt * kBK; }
+  __device__ __forceinline__ void issue(float (*s)[ROWS + kPad]) {
 #pragma unroll
     for (int e = 0; e < ELEMS; ++e) {
       const int k = k0 + Map::kk(tid, e);
-      int ko, rs, r, s;
+      int ko, rs, r, s_;
       a.fRS.divmod(k, ko, rs);
-      a.fS.divmod(rs, r, s);
-      const int ph = hp - r, qw = wp - s;
+      a.fS.divmod(rs, r, s_);
+      const int ph = hp - r, qw = wp - s_;
       bool ok = mvalid && k < a.KRS && ph >= 0 && qw >= 0;
       int p, pr, q, qr;
       a.fStride.divmod(ok ? ph : 0, p, pr);  // dividends clamped to ≥ 0
       a.fStride.divmod(ok ? qw : 0, q, qr);
       ok = ok && pr == 0 && qr == 0 && p < a.P && q < a.Q;
-      float t = 0.f;
-      if (ok) t = __ldg(dyb + ko * a.PQ + p * a.Q + q);
-      v[e] = t;
+      copy4(&s[Map::kk(tid, e)][Map::row(tid)], ok ? dyb + (ko * a.PQ + p * a.Q + q) : dyb, ok);
     }
+    k0 += kBK;
   }
-  __device__ __forceinline__ void store(float (*s)[ROWS + kPad]) { Map::store(s, tid, v); }
 };
 
 // backward_data B (KFast; rows = c, k = (ko, r, s)): w[ko][c][r][s]. One k per
@@ -147,12 +146,12 @@ struct DgradBLoader {
   static constexpr int ELEMS = Map::ELEMS;
   const ConvArgs& a;
   const float* w;
-  int n0, tid;
-  float v[ELEMS];
+  int n0, tid, k0 = 0;
 
   __device__ __forceinline__ DgradBLoader(const ConvArgs& a_, const float* w_, int n0_, int tid_)
       : a(a_), w(w_), n0(n0_), tid(tid_) {}
-  __device__ __forceinline__ void load(int k0) {
+  __device__ __forceinline__ void start(int kt) { k0 = kt * kBK; }
+  __device__ __forceinline__ void issue(float (*s)[ROWS + kPad]) {
     const int k = k0 + Map::kk(tid);
     const bool kvalid = k < a.KRS;
     int ko, rs;
@@ -161,13 +160,89 @@ struct DgradBLoader {
 #pragma unroll
     for (int e = 0; e < ELEMS; ++e) {
       const int c = n0 + Map::row(tid, e);
-      float t = 0.f;
-      if (kvalid && c < a.C) t = __ldg(w + base + c * a.RS);
-      v[e] = t;
+      const bool ok = kvalid && c < a.C;
+      copy4(&s[Map::kk(tid)][Map::row(tid, e)], ok ? w + (base + c * a.RS) : w, ok);
+    }
+    k0 += kBK;
+  }
+};
+
+// ---- the tap-major A loader: forward, and backward_data at stride 1 -------------------------
+//
+// GEMM_K ordered k = (r·S + s)·Cin + ch (the channel fastest) with Cin % kBK ==
+// 0, so every k-tile lies inside one tap (r, s): the row's in-range test is
+// made once per tap, and along a tap the thread's elements only step by
+// kBK·H·W. No division in the loop. RowFast over m:
+//   forward        m = (n,p,q), in = x (Cin = C, H×W),   pixel (p·st−pad+r, q·st−pad+s)
+//   backward_data  m = (n,h,w), in = dy (Cin = K, P×Q),  pixel (h+pad−r, w+pad−s), stride 1
+template <int ROWS, int NT, bool DGRAD>
+struct TapALoader {
+  using Map = RowFast<ROWS, NT>;
+  static constexpr int ELEMS = Map::ELEMS;
+  const ConvArgs& a;
+  const float* ib;  // this row's image of `in` (image 0 for an invalid row)
+  int ub, vb;       // forward: p·st − pad, q·st − pad; backward_data: h + pad, w + pad
+  int tid;
+  int r = 0, s = 0, c0 = 0;  // the current tile's tap and first channel (block-uniform)
+  int off = 0;               // element 0's offset in the image at the current tile
+  bool mvalid, ok = false;   // ok: the row is valid and the current tap lies inside the image
+
+  __device__ __forceinline__ int cin() const { return DGRAD ? a.K : a.C; }
+  __device__ __forceinline__ int hin() const { return DGRAD ? a.P : a.H; }
+  __device__ __forceinline__ int win() const { return DGRAD ? a.Q : a.W; }
+  __device__ __forceinline__ int plane() const { return DGRAD ? a.PQ : a.HW; }
+
+  __device__ __forceinline__ TapALoader(const ConvArgs& a_, const float* in, int m0, int tid_)
+      : a(a_), tid(tid_) {
+    const int m = m0 + Map::row(tid);
+    int img, uv, u, v;
+    if constexpr (DGRAD) {
+      mvalid = m < a.NHW;
+      a.fHW.divmod(mvalid ? m : 0, img, uv);
+      a.fW.divmod(uv, u, v);
+      ub = u + a.pad;
+      vb = v + a.pad;
+      ib = in + (size_t)img * a.KPQ;
+    } else {
+      mvalid = m < a.NPQ;
+      a.fPQ.divmod(mvalid ? m : 0, img, uv);
+      a.fQ.divmod(uv, u, v);
+      ub = u * a.stride - a.pad;
+      vb = v * a.stride - a.pad;
+      ib = in + (size_t)img * a.CHW;
     }
   }
-  __device__ __forceinline__ void store(float (*s)[ROWS + kPad]) { Map::store(s, tid, v); }
+  __device__ __forceinline__ void set_tap() {
+    const int h = DGRAD ? ub - r : ub + r, w = DGRAD ? vb - s : vb + s;
+    ok = mvalid && (unsigned)h < (unsigned)hin() && (unsigned)w < (unsigned)win();
+    off = (c0 + Map::kk(tid, 0)) * plane() + h * win() + w;
+  }
+  __device__ __forceinline__ void start(int kt) {
+    const int k0 = kt * kBK, tap = k0 / cin();
+    c0 = k0 - tap * cin();
+    r = tap / a.S;
+    s = tap - r * a.S;
+    set_tap();
+  }
+  __device__ __forceinline__ void issue(float (*st)[ROWS + kPad]) {
+    const int o = ok ? off : 0, step = ok ? Map::KSTEP * plane() : 0;  // in range either way
+#pragma unroll
+    for (int e = 0; e < ELEMS; ++e)
+      copy4(&st[Map::kk(tid, e)][Map::row(tid)], ib + (o + e * step), ok);
+    c0 += kBK;
+    off += kBK * plane();
+    if (c0 == cin()) {  // block-uniform: the next tap
+      c0 = 0;
+      if (++s == a.S) {
+        s = 0;
+        ++r;
+      }
+      set_tap();
+    }
+  }
 };
+
+// ---- backward_params loaders (GEMM_K = (n, p, q)) ----------------------------------------
 
 // backward_params A (KFast; rows = ko, k = (n, p, q)): dy[n][ko][p][q].
 template <int ROWS, int NT>
@@ -176,12 +251,12 @@ struct WgradALoader {
   static constexpr int ELEMS = Map::ELEMS;
   const ConvArgs& a;
   const float* dy;
-  int m0, tid;
-  float v[ELEMS];
+  int m0, tid, k0 = 0;
 
   __device__ __forceinline__ WgradALoader(const ConvArgs& a_, const float* dy_, int m0_, int tid_)
       : a(a_), dy(dy_), m0(m0_), tid(tid_) {}
-  __device__ __forceinline__ void load(int k0) {
+  __device__ __forceinline__ void start(int kt) { k0 = kt * kBK; }
+  __device__ __forceinline__ void issue(float (*s)[ROWS + kPad]) {
     const int k = k0 + Map::kk(tid);
     const bool kvalid = k < a.NPQ;
     int img, pq;
@@ -190,12 +265,11 @@ struct WgradALoader {
 #pragma unroll
     for (int e = 0; e < ELEMS; ++e) {
       const int ko = m0 + Map::row(tid, e);
-      float t = 0.f;
-      if (kvalid && ko < a.K) t = __ldg(base + ko * a.PQ);
-      v[e] = t;
+      const bool ok = kvalid && ko < a.K;
+      copy4(&s[Map::kk(tid)][Map::row(tid, e)], ok ? base + ko * a.PQ : dy, ok);
     }
+    k0 += kBK;
   }
-  __device__ __forceinline__ void store(float (*s)[ROWS + kPad]) { Map::store(s, tid, v); }
 };
 
 // backward_params B (KFast; rows = (c,r,s), k = (n,p,q)): the im2col gather of x,
@@ -208,11 +282,10 @@ struct WgradBLoader {
   static_assert(ELEMS <= 32, "row-valid bits fit an unsigned");
   const ConvArgs& a;
   const float* x;
-  int tid;
+  int tid, k0 = 0;
   unsigned nvalid;   // bit e: row e is < C·R·S
   int roff[ELEMS];   // c·H·W + r·W + s
-  int rr[ELEMS], ss[ELEMS];
-  float v[ELEMS];
+  int rs16[ELEMS];   // r·2^16 + s (R, S < 2^15: check_shape), one register for both
 
   __device__ __forceinline__ WgradBLoader(const ConvArgs& a_, const float* x_, int n0, int tid_)
       : a(a_), x(x_), tid(tid_), nvalid(0) {
@@ -224,12 +297,12 @@ struct WgradBLoader {
       int c, rs, r, s;
       a.fRS.divmod(ok ? n : 0, c, rs);
       a.fS.divmod(rs, r, s);
-      rr[e] = r;
-      ss[e] = s;
+      rs16[e] = (r << 16) | s;
       roff[e] = c * a.HW + r * a.W + s;
     }
   }
-  __device__ __forceinline__ void load(int k0) {
+  __device__ __forceinline__ void start(int kt) { k0 = kt * kBK; }
+  __device__ __forceinline__ void issue(float (*st)[ROWS + kPad]) {
     const int k = k0 + Map::kk(tid);
     const bool kvalid = k < a.NPQ;
     int img, pq, p, q;
@@ -240,22 +313,22 @@ struct WgradBLoader {
     const int boff = hb * a.W + wb;  // may be negative; only used when h, w are in range
 #pragma unroll
     for (int e = 0; e < ELEMS; ++e) {
-      const int h = hb + rr[e], w = wb + ss[e];
+      const int h = hb + (rs16[e] >> 16), w = wb + (rs16[e] & 0xffff);
       const bool ok = kvalid && ((nvalid >> e) & 1u) && (unsigned)h < (unsigned)a.H &&
                       (unsigned)w < (unsigned)a.W;
-      float t = 0.f;
-      if (ok) t = __ldg(xb + (roff[e] + boff));  // = c·HW + h·W + w ≥ 0
-      v[e] = t;
+      copy4(&st[Map::kk(tid)][Map::row(tid, e)], ok ? xb + (roff[e] + boff) : x, ok);
     }
+    k0 += kBK;
   }
-  __device__ __forceinline__ void store(float (*s)[ROWS + kPad]) { Map::store(s, tid, v); }
 };
 
 // ---- conv output epilogue: out[n][ch][pix], m = n·plane + pix, column = ch -------------
+// In a split-K launch slice blockIdx.z writes out + z·split_stride (no bias).
 struct ConvOut {
   static constexpr bool kAlongM = true;
   float* out;
   const float* bias;  // may be null
+  long long split_stride;
   int M, Nch, plane;
   FastDiv fplane;
   bool vec;  // plane % 4 == 0 and out 16-byte aligned
@@ -264,10 +337,11 @@ struct ConvOut {
   __device__ __forceinline__ void store_mcol(int m, int n, const float (&v)[4]) const {
     if (m >= M || n >= Nch) return;
     const float b = bias ? __ldg(bias + n) : 0.f;
+    float* o = out + (long long)blockIdx.z * split_stride;
     if (vec) {  // plane % 4 == 0: m..m+3 lie in one image, aligned, and below M
       int img, pix;
       fplane.divmod(m, img, pix);
-      *reinterpret_cast<float4*>(out + ((size_t)img * Nch + n) * plane + pix) =
+      *reinterpret_cast<float4*>(o + ((size_t)img * Nch + n) * plane + pix) =
           make_float4(v[0] + b, v[1] + b, v[2] + b, v[3] + b);
     } else {
 #pragma unroll
@@ -275,7 +349,7 @@ struct ConvOut {
         if (m + i >= M) break;
         int img, pix;
         fplane.divmod(m + i, img, pix);
-        out[((size_t)img * Nch + n) * plane + pix] = v[i] + b;
+        o[((size_t)img * Nch + n) * plane + pix] = v[i] + b;
       }
     }
   }
@@ -285,39 +359,60 @@ struct ConvOut {
 
 inline __host__ __device__ int ktiles_of(long long kdim) { return int((kdim + kBK - 1) / kBK); }
 
-template <class Cfg>
+// Slice blockIdx.z of a split-K launch covers k-tiles [z·tps, min((z+1)·tps, ktiles)).
+__device__ __forceinline__ void slice_range(int ktiles, int tps, int& kt0, int& kt1) {
+  kt0 = min((int)blockIdx.z * tps, ktiles);
+  kt1 = min(kt0 + tps, ktiles);
+}
+
+// TAP: the tap-major mapping (TapALoader; w is then the re-laid-out wt[(rs·C + c)·K + ko]).
+template <class Cfg, bool TAP>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     conv_fwd_kernel(const __grid_constant__ ConvArgs a, const float* __restrict__ x,
-                    const float* __restrict__ w, const __grid_constant__ ConvOut epi) {
+                    const float* __restrict__ w, int tps, const __grid_constant__ ConvOut epi) {
   __shared__ __align__(16) Smem<Cfg> sm;
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
-  int tm, tn;
+  int tm, tn, kt0, kt1;
   thread_coords<Cfg, ConvOut::kAlongM>(tid, tm, tn);
-  FwdALoader<Cfg::BM, Cfg::NT> al(a, x, m0, tid);
-  MatLoader<Cfg::BN, Cfg::NT, false> bl(w, a.K, a.CRS, a.CRS, 1, n0, tid);  // w[ko·CRS + k]
+  slice_range(ktiles_of(a.CRS), tps, kt0, kt1);
   float acc[Cfg::TM][Cfg::TN];
-  mainloop<Cfg, kBK>(al, bl, sm, 0, ktiles_of(a.CRS), tm, tn, acc);
+  if constexpr (TAP) {
+    TapALoader<Cfg::BM, Cfg::NT, false> al(a, x, m0, tid);
+    VecRowLoader<Cfg::BN, Cfg::NT> bl(w, a.K, a.K, a.CRS, n0, tid);
+    mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
+  } else {
+    FwdALoader<Cfg::BM, Cfg::NT> al(a, x, m0, tid);
+    MatLoader<Cfg::BN, Cfg::NT, false> bl(w, a.K, a.CRS, a.CRS, 1, n0, tid);  // w[ko·CRS + k]
+    mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
+  }
   epilogue<Cfg>(epi, acc, m0, n0, tm, tn);
 }
 
-template <class Cfg>
+// TAP: the tap-major mapping at stride 1 (w is then wt[(rs·K + ko)·C + c]).
+template <class Cfg, bool TAP>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     conv_dgrad_kernel(const __grid_constant__ ConvArgs a, const float* __restrict__ dy,
-                      const float* __restrict__ w, const __grid_constant__ ConvOut epi) {
+                      const float* __restrict__ w, int tps, const __grid_constant__ ConvOut epi) {
   __shared__ __align__(16) Smem<Cfg> sm;
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
-  int tm, tn;
+  int tm, tn, kt0, kt1;
   thread_coords<Cfg, ConvOut::kAlongM>(tid, tm, tn);
-  DgradALoader<Cfg::BM, Cfg::NT> al(a, dy, m0, tid);
-  DgradBLoader<Cfg::BN, Cfg::NT> bl(a, w, n0, tid);
+  slice_range(ktiles_of(a.KRS), tps, kt0, kt1);
   float acc[Cfg::TM][Cfg::TN];
-  mainloop<Cfg, kBK>(al, bl, sm, 0, ktiles_of(a.KRS), tm, tn, acc);
+  if constexpr (TAP) {
+    TapALoader<Cfg::BM, Cfg::NT, true> al(a, dy, m0, tid);
+    VecRowLoader<Cfg::BN, Cfg::NT> bl(w, a.C, a.C, a.KRS, n0, tid);
+    mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
+  } else {
+    DgradALoader<Cfg::BM, Cfg::NT> al(a, dy, m0, tid);
+    DgradBLoader<Cfg::BN, Cfg::NT> bl(a, w, n0, tid);
+    mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
+  }
   epilogue<Cfg>(epi, acc, m0, n0, tm, tn);
 }
 
-// Slice blockIdx.z covers k-tiles [z·tps, min((z+1)·tps, ktiles)).
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     conv_wgrad_kernel(const __grid_constant__ ConvArgs a, const float* __restrict__ x,
@@ -325,14 +420,13 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
   __shared__ __align__(16) Smem<Cfg> sm;
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
-  int tm, tn;
+  int tm, tn, kt0, kt1;
   thread_coords<Cfg, MatOut::kAlongM>(tid, tm, tn);
   WgradALoader<Cfg::BM, Cfg::NT> al(a, dy, m0, tid);
   WgradBLoader<Cfg::BN, Cfg::NT> bl(a, x, n0, tid);
-  const int ktiles = ktiles_of(a.NPQ);
-  const int kt0 = min((int)blockIdx.z * tps, ktiles), kt1 = min(kt0 + tps, ktiles);
+  slice_range(ktiles_of(a.NPQ), tps, kt0, kt1);
   float acc[Cfg::TM][Cfg::TN];
-  mainloop<Cfg, Cfg::KU_HEAVY>(al, bl, sm, kt0, kt1, tm, tn, acc);
+  mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
   epilogue<Cfg>(epi, acc, m0, n0, tm, tn);
 }
 
@@ -350,8 +444,25 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
   MatLoader<Cfg::BM, Cfg::NT, TA> al(A, M, K, TA ? 1 : lda, TA ? lda : 1, m0, tid);
   MatLoader<Cfg::BN, Cfg::NT, !TB> bl(B, N, K, TB ? ldb : 1, TB ? 1 : ldb, n0, tid);
   float acc[Cfg::TM][Cfg::TN];
-  mainloop<Cfg, Cfg::KU_HEAVY>(al, bl, sm, 0, ktiles_of(K), tm, tn, acc);
+  mainloop<Cfg>(al, bl, sm, 0, ktiles_of(K), tm, tn, acc);
   epilogue<Cfg>(epi, acc, m0, n0, tm, tn);
+}
+
+// The tap-major weight layouts, from w[ko][c][rs]:
+//   forward         wt[(rs·C + c)·K + ko]   (GEMM_K = (rs, c) rows, GEMM_N = ko contiguous)
+//   backward_data   wt[(rs·K + ko)·C + c]   (GEMM_K = (rs, ko) rows, GEMM_N = c contiguous)
+// One thread per element of wt (coalesced writes; w is small and cached).
+__global__ void __launch_bounds__(256)
+    weight_taps_kernel(const float* __restrict__ w, int K, int C, int RS, bool for_dgrad,
+                       float* __restrict__ wt) {
+  const int count = K * C * RS;
+  const int inner = for_dgrad ? C : K, mid = for_dgrad ? K : C;
+  for (int o = blockIdx.x * blockDim.x + threadIdx.x; o < count; o += gridDim.x * blockDim.x) {
+    const int j = o % inner, t = o / inner;
+    const int i = t % mid, rs = t / mid;
+    const int ko = for_dgrad ? i : j, c = for_dgrad ? j : i;
+    wt[o] = __ldg(w + ((size_t)ko * C + c) * RS + rs);
+  }
 }
 
 // dw[i] = dw[i] + Σ_{z=0..splits−1} ws[z·count + i], z ascending, in double.
@@ -366,22 +477,75 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// db[ko] += Σ_{n,p,q} dy[n][ko][p][q]: block ko; thread t sums the flat indices
-// j ≡ t (mod 256) of the N·PQ values in ascending order (double), then a fixed
-// pairwise tree over the 256 partials.
+// A split conv output: out[i] = (float)(Σ_{z ascending} ws[z·count + i], in double)
+// + bias[(i / plane) mod Nch] (no bias when null). count = N·Nch·plane.
+__global__ void __launch_bounds__(256)
+    splitk_out_kernel(const float* __restrict__ ws, int splits, long long count, int plane,
+                      int Nch, const float* __restrict__ bias, float* __restrict__ out) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += (long long)gridDim.x * blockDim.x) {
+    double s = 0.0;
+    for (int z = 0; z < splits; ++z) s += (double)ws[(long long)z * count + i];
+    float v = (float)s;
+    if (bias) v += __ldg(bias + (int)((i / plane) % Nch));
+    out[i] = v;
+  }
+}
+
+// db[ko] += Σ_{n,p,q} dy[n][ko][p][q]: block ko. The channel's N·P·Q values
+// are read in pieces of `width` consecutive floats along (p, q): 4 (one
+// float4) when P·Q % 4 == 0 and dy is 16-byte aligned, else 1; fpiece divides
+// by the pieces per image (P·Q / width). Thread t sums the pieces j ≡ t
+// (mod 256), j ascending, each piece's values in order, in double; it loads
+// four pieces before adding any (memory parallelism, same order). Then a
+// fixed pairwise tree over the 256 partials.
 constexpr int kBiasThreads = 256;
+
+template <int WIDTH>
+__device__ __forceinline__ void load_piece(const float* __restrict__ p, float (&v)[4]) {
+  if constexpr (WIDTH == 4) {
+    const float4 t = __ldg(reinterpret_cast<const float4*>(p));
+    v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+  } else {
+    v[0] = __ldg(p);
+  }
+}
+
+template <int WIDTH>
+__device__ __forceinline__ double bias_partial(const ConvArgs& a, const float* __restrict__ dy,
+                                               FastDiv fpiece, int ko) {
+  const long long pieces = a.NPQ / WIDTH;
+  auto at = [&](long long j) {  // the first float of piece j
+    int img, pc;
+    fpiece.divmod((int)j, img, pc);
+    return dy + ((size_t)img * a.K + ko) * a.PQ + (size_t)pc * WIDTH;
+  };
+  double s = 0.0;
+  long long j = threadIdx.x;
+  for (; j + 3 * kBiasThreads < pieces; j += 4 * kBiasThreads) {
+    float v[4][4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) load_piece<WIDTH>(at(j + u * kBiasThreads), v[u]);
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+      for (int i = 0; i < WIDTH; ++i) s += (double)v[u][i];
+  }
+  for (; j < pieces; j += kBiasThreads) {
+    float v[4];
+    load_piece<WIDTH>(at(j), v);
+#pragma unroll
+    for (int i = 0; i < WIDTH; ++i) s += (double)v[i];
+  }
+  return s;
+}
+
 __global__ void __launch_bounds__(kBiasThreads)
-    bias_grad_kernel(const __grid_constant__ ConvArgs a, const float* __restrict__ dy,
-                     float* __restrict__ db) {
+    bias_grad_kernel(const __grid_constant__ ConvArgs a, const float* __restrict__ dy, bool vec,
+                     FastDiv fpiece, float* __restrict__ db) {
   __shared__ double red[kBiasThreads];
   const int ko = blockIdx.x;
-  double s = 0.0;
-  for (long long j = threadIdx.x; j < a.NPQ; j += kBiasThreads) {
-    int img, pq;
-    a.fPQ.divmod((int)j, img, pq);
-    s += (double)__ldg(dy + ((size_t)img * a.K + ko) * a.PQ + pq);
-  }
-  red[threadIdx.x] = s;
+  red[threadIdx.x] = vec ? bias_partial<4>(a, dy, fpiece, ko) : bias_partial<1>(a, dy, fpiece, ko);
   __syncthreads();
 #pragma unroll
   for (int half = kBiasThreads / 2; half > 0; half >>= 1) {

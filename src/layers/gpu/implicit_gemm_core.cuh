@@ -1,19 +1,28 @@
-// implicit_gemm_core.cuh — the tiled, register-blocked, double-buffered FP32
-// GEMM main loop shared by the implicit-GEMM convolutions and the plain GEMM
+// implicit_gemm_core.cuh — the tiled, register-blocked, multi-stage FP32 GEMM
+// main loop shared by the implicit-GEMM convolutions and the plain GEMM
 // (conv2d_implicit_gemm.cu describes the mappings; this file is the engine).
 //
 // The engine computes, for one block, a BM×BN tile of C[m][n] = Σ_k A(m,k)·B(k,n)
 // over a range of BK-wide k-tiles. Where A and B come from is left to two
 // "loaders" (template parameters), where C goes to an "epilogue":
-//   loader.load(k0)    global → registers for the k-tile starting at k0; every
-//                      element is predicated (0 outside the matrix);
-//   loader.store(s)    registers → one shared-memory buffer, k-major s[k][row];
+//   loader.start(kt)   position at k-tile kt (called once, before any issue);
+//   loader.issue(s)    start the asynchronous copies of the current k-tile into
+//                      one shared-memory stage s (k-major, s[k][row]), then move
+//                      on to the next k-tile. Every element is predicated: an
+//                      element outside the matrix is written as 0 and its
+//                      address is never read (the copy is given a safe one);
 //   epi.kAlongM        whether C is contiguous along m (conv outputs) or n;
 //   epi.store_mcol / epi.store_nrow   write 4 consecutive m / n of a column / row.
+// issue() is called for consecutive k-tiles in ascending order, so a loader may
+// keep running state (the tap-major conv loaders step through taps that way).
 //
-// Shared memory: As[2][BK][BM+4], Bs[2][BK][BN+4] (two buffers). Row stride
-// BM+4 (a multiple of 4 floats) keeps every fragment read 16-byte aligned and
-// makes the k-fast loader stores (lanes = 8 k × 4 rows) hit 32 distinct banks.
+// Copies: cp.async (sm_80+; 4-byte .ca with a zero-fill source size, or 16-byte
+// .cg), which write shared memory without passing through registers; on older
+// targets the same helpers load and store synchronously.
+//
+// Shared memory: a[STAGES][BK][BM+4], b[STAGES][BK][BN+4]. Row stride BM+4 (a
+// multiple of 4 floats) keeps every fragment read 16-byte aligned and makes the
+// k-fast loader stores (lanes = 8 k × 4 rows) hit 32 distinct banks.
 //
 // Registers: thread (tm, tn) owns TM×TN accumulators at rows
 //   g·4·THR_M + tm·4 + i  (g < TM/4, i < 4)   and columns   h·4·THR_N + tn·4 + j,
@@ -22,20 +31,20 @@
 // The lanes of a warp run along m (tm = tid mod THR_M) when C is contiguous
 // along m, else along n, so that the epilogue's float4 stores are coalesced.
 //
-// Pipeline (one __syncthreads per k-tile):
-//   prologue: load tile t0 → regs → buffer 0; barrier
-//   for t:    if (t+1 < t1) load tile t+1 → regs      (global loads in flight…)
-//             FFMA on buffer cur                        (…while this computes)
-//             if (t+1 < t1) store regs → buffer cur^1
-//             barrier
-// Buffer cur^1 was last read in iteration t−1, which ended with a barrier, so
-// overwriting it in iteration t races with no reader; what iteration t writes
-// is read in t+1, after the barrier that ends t. All branches on t are
-// block-uniform, so every thread reaches every barrier.
+// Pipeline (STAGES buffers, one __syncthreads per k-tile; tile i in stage i mod S):
+//   prologue: issue tiles 0 … S−2, one commit group each (empty groups past the end)
+//   for i:    wait until at most S−2 groups are pending (tile i has landed), barrier;
+//             issue tile i+S−1 into stage (i−1) mod S, commit;
+//             FFMA on stage i mod S
+// The barrier of iteration i makes tile i visible to every thread and follows
+// every thread's FFMA on stage (i−1) mod S (iteration i−1), the stage that
+// iteration i then overwrites. All branches on i are block-uniform, so every
+// thread reaches every barrier.
 //
 // Each accumulator is the sequence acc = fma(a_k, b_k, acc) over k ascending,
 // starting from 0, whatever the tile configuration: the tile shape changes no
-// bit of the result (only split-K, which regroups k, does).
+// bit of the result (only split-K, which regroups k, and the GEMM_K order of a
+// mapping do).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -50,26 +59,65 @@ constexpr int kBK = 8;   // k-tile depth, the same for every configuration
 constexpr int kPad = 4;  // shared-memory row padding, in floats
 
 // A block tile of BM×BN outputs, TM×TN per thread, MINB blocks per SM asked
-// of the register allocator (__launch_bounds__).
-template <int BM_, int BN_, int TM_, int TN_, int MINB_>
+// of the register allocator (__launch_bounds__), STAGES shared-memory buffers.
+template <int BM_, int BN_, int TM_, int TN_, int MINB_, int STAGES_>
 struct TileCfg {
-  static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, MINB = MINB_;
+  static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, MINB = MINB_, STAGES = STAGES_;
   static constexpr int THR_M = BM / TM, THR_N = BN / TN, NT = THR_M * THR_N;
   static constexpr int GM = TM / 4, GN = TN / 4;
   static_assert(TM % 4 == 0 && TN % 4 == 0, "fragments are float4 groups");
   static_assert(BM % TM == 0 && BN % TN == 0, "threads tile the block exactly");
   static_assert(NT % 32 == 0 && NT <= 1024, "whole warps");
-  // Unrolling of the BK loop for the kernels whose loaders hold the most
-  // state (weight gradient, plain GEMM): the 8×8 tile spills under the
-  // 128-register cap of 2 blocks/SM when fully unrolled.
-  static constexpr int KU_HEAVY = TM * TN >= 64 ? 2 : 8;
+  static_assert(STAGES >= 2, "at least double-buffered");
 };
 
 template <class Cfg>
 struct Smem {
-  float a[2][kBK][Cfg::BM + kPad];
-  float b[2][kBK][Cfg::BN + kPad];
+  float a[Cfg::STAGES][kBK][Cfg::BM + kPad];
+  float b[Cfg::STAGES][kBK][Cfg::BN + kPad];
 };
+
+// ---- asynchronous global → shared copies -------------------------------------------
+
+// dst = valid ? *src : 0 (4 bytes). src must be a readable address even when
+// !valid (the hardware reads nothing then, but the address stays in range).
+__device__ __forceinline__ void copy4(float* dst, const float* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
+               "r"(valid ? 4 : 0)
+               : "memory");
+#else
+  *dst = valid ? __ldg(src) : 0.f;
+#endif
+}
+
+// dst[0..3] = valid ? src[0..3] : 0; both 16-byte aligned.
+__device__ __forceinline__ void copy16(float* dst, const float* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+#else
+  *reinterpret_cast<float4*>(dst) =
+      valid ? __ldg(reinterpret_cast<const float4*>(src)) : make_float4(0.f, 0.f, 0.f, 0.f);
+#endif
+}
+
+__device__ __forceinline__ void copy_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+// Wait until at most N of this thread's commit groups are still in flight.
+template <int N>
+__device__ __forceinline__ void copy_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
 
 // ---- how the threads of a block cover one ROWS×BK tile ------------------------
 //
@@ -82,13 +130,8 @@ struct RowFast {
   static_assert(NT % ROWS == 0 && (ROWS * kBK) % NT == 0, "RowFast tiling");
   static constexpr int ELEMS = ROWS * kBK / NT;
   static constexpr int KSTEP = NT / ROWS;
-  __device__ __forceinline__ static int row(int tid) { return tid % ROWS; }
+  __device__ __forceinline__ static int row(int tid, int = 0) { return tid % ROWS; }
   __device__ __forceinline__ static int kk(int tid, int e) { return tid / ROWS + e * KSTEP; }
-  __device__ __forceinline__ static void store(float (*s)[ROWS + kPad], int tid,
-                                               const float (&v)[ELEMS]) {
-#pragma unroll
-    for (int e = 0; e < ELEMS; ++e) s[kk(tid, e)][row(tid)] = v[e];
-  }
 };
 
 // KFast: consecutive threads take consecutive k (coalesced when the operand is
@@ -99,13 +142,8 @@ struct KFast {
   static_assert(NT % kBK == 0 && (ROWS * kBK) % NT == 0, "KFast tiling");
   static constexpr int ELEMS = ROWS * kBK / NT;
   static constexpr int RSTEP = NT / kBK;
-  __device__ __forceinline__ static int kk(int tid) { return tid % kBK; }
+  __device__ __forceinline__ static int kk(int tid, int = 0) { return tid % kBK; }
   __device__ __forceinline__ static int row(int tid, int e) { return tid / kBK + e * RSTEP; }
-  __device__ __forceinline__ static void store(float (*s)[ROWS + kPad], int tid,
-                                               const float (&v)[ELEMS]) {
-#pragma unroll
-    for (int e = 0; e < ELEMS; ++e) s[kk(tid)][row(tid, e)] = v[e];
-  }
 };
 
 // ---- a strided matrix operand: element (row, k) = p[row·rs + k·ks] ---------------
@@ -114,34 +152,31 @@ struct KFast {
 // The thread's element e of the tile at k0 lies at base + k0·ks + e·estride:
 // base is its first element of the first tile, estride the fixed step between
 // its elements (KSTEP·ks along k for RowFast, RSTEP·rs along the rows for
-// KFast). A load happens only when the element's row is below `rows` (bit e of
+// KFast). An element is copied only when its row is below `rows` (bit e of
 // rmask) and its k below kdim (k0 + e·KSTEP < klimit for RowFast, k0 < klimit
-// for KFast); addresses that fail either test are never dereferenced (base is
-// p itself when none of the thread's rows is valid).
+// for KFast); any other gets p itself as its (unread) source.
 template <int ROWS, int NT, bool ROW_FAST>
 struct MatLoader {
   using Map = std::conditional_t<ROW_FAST, RowFast<ROWS, NT>, KFast<ROWS, NT>>;
   static constexpr int ELEMS = Map::ELEMS;
   static_assert(ELEMS <= 32, "row-valid bits fit an unsigned");
+  const float* p;
   const float* base;
   long long ks, estride;
   int klimit;  // kdim − (the thread's first k offset): element e valid iff k0 + e·KSTEP < klimit
+  int k0 = 0;
   int tid;
   unsigned rmask;  // bit e: element e's row is below `rows`
-  float v[ELEMS];
 
-  __device__ __forceinline__ MatLoader(const float* p, int rows, int kdim, long long rs,
+  __device__ __forceinline__ MatLoader(const float* p_, int rows, int kdim, long long rs,
                                        long long ks_, int row0, int tid_)
-      : ks(ks_), tid(tid_), rmask(0) {
-    int row, kfirst;
+      : p(p_), ks(ks_), tid(tid_), rmask(0) {
+    const int row = row0 + Map::row(tid, 0);
+    const int kfirst = Map::kk(tid, 0);
     if constexpr (ROW_FAST) {
-      row = row0 + Map::row(tid);
-      kfirst = Map::kk(tid, 0);
       estride = (long long)Map::KSTEP * ks;
       if (row < rows) rmask = ~0u;
     } else {
-      row = row0 + Map::row(tid, 0);
-      kfirst = Map::kk(tid);
       estride = (long long)Map::RSTEP * rs;
 #pragma unroll
       for (int e = 0; e < ELEMS; ++e)
@@ -151,18 +186,54 @@ struct MatLoader {
     base = rmask ? p + ((long long)row * rs + (long long)kfirst * ks) : p;
   }
 
-  __device__ __forceinline__ void load(int k0) {
-    const float* tile = base + (long long)k0 * ks;  // dereferenced only when in range
+  __device__ __forceinline__ void start(int kt) { k0 = kt * kBK; }
+  __device__ __forceinline__ void issue(float (*s)[ROWS + kPad]) {
+    const float* tile = base + (long long)k0 * ks;  // read only where in range
 #pragma unroll
     for (int e = 0; e < ELEMS; ++e) {
       int k = k0;
       if constexpr (ROW_FAST) k += e * Map::KSTEP;
-      float t = 0.f;
-      if (((rmask >> e) & 1u) && k < klimit) t = __ldg(tile + e * estride);
-      v[e] = t;
+      const bool ok = ((rmask >> e) & 1u) && k < klimit;
+      copy4(&s[Map::kk(tid, e)][Map::row(tid, e)], ok ? tile + e * estride : p, ok);
     }
+    k0 += kBK;
   }
-  __device__ __forceinline__ void store(float (*s)[ROWS + kPad]) { Map::store(s, tid, v); }
+};
+
+// ---- a row-major k×N operand read in 16-byte pieces: element (k, n) = p[k·ld + n] ----
+//
+// ld % 4 == 0, p 16-byte aligned and N % 4 == 0, so each piece of 4 consecutive
+// n lies wholly inside or outside the matrix. Piece j of a tile (j < BK·ROWS/4)
+// is k offset j / (ROWS/4), columns 4·(j mod ROWS/4) …; thread t takes pieces
+// t, t + NT, …; consecutive threads read consecutive 16 bytes.
+template <int ROWS, int NT>
+struct VecRowLoader {
+  static constexpr int PER_K = ROWS / 4;
+  static constexpr int PIECES = kBK * PER_K;
+  static constexpr int ITERS = (PIECES + NT - 1) / NT;
+  static_assert(ROWS % 4 == 0, "whole pieces");
+  const float* p;
+  int ld, n0, ncols, kdim, tid;
+  int k0 = 0;
+
+  __device__ __forceinline__ VecRowLoader(const float* p_, int ld_, int ncols_, int kdim_,
+                                          int n0_, int tid_)
+      : p(p_), ld(ld_), n0(n0_), ncols(ncols_), kdim(kdim_), tid(tid_) {}
+
+  __device__ __forceinline__ void start(int kt) { k0 = kt * kBK; }
+  __device__ __forceinline__ void issue(float (*s)[ROWS + kPad]) {
+#pragma unroll
+    for (int it = 0; it < ITERS; ++it) {
+      const int j = tid + it * NT;
+      if (PIECES % NT == 0 || j < PIECES) {
+        const int kk = j / PER_K, c = (j % PER_K) * 4;
+        const int k = k0 + kk, n = n0 + c;
+        const bool ok = k < kdim && n < ncols;
+        copy16(&s[kk][c], ok ? p + ((long long)k * ld + n) : p, ok);
+      }
+    }
+    k0 += kBK;
+  }
 };
 
 // ---- the main loop ---------------------------------------------------------------
@@ -179,64 +250,71 @@ __device__ __forceinline__ void thread_coords(int tid, int& tm, int& tn) {
   }
 }
 
+// acc += the product of one stage's A and B tiles.
+template <class Cfg>
+__device__ __forceinline__ void mma_stage(const float (*as)[Cfg::BM + kPad],
+                                          const float (*bs)[Cfg::BN + kPad], int tm, int tn,
+                                          float (&acc)[Cfg::TM][Cfg::TN]) {
+#pragma unroll
+  for (int kk = 0; kk < kBK; ++kk) {
+    float a[Cfg::TM], b[Cfg::TN];
+#pragma unroll
+    for (int g = 0; g < Cfg::GM; ++g) {
+      const float4 t = *reinterpret_cast<const float4*>(&as[kk][g * 4 * Cfg::THR_M + tm * 4]);
+      a[g * 4 + 0] = t.x;
+      a[g * 4 + 1] = t.y;
+      a[g * 4 + 2] = t.z;
+      a[g * 4 + 3] = t.w;
+    }
+#pragma unroll
+    for (int h = 0; h < Cfg::GN; ++h) {
+      const float4 t = *reinterpret_cast<const float4*>(&bs[kk][h * 4 * Cfg::THR_N + tn * 4]);
+      b[h * 4 + 0] = t.x;
+      b[h * 4 + 1] = t.y;
+      b[h * 4 + 2] = t.z;
+      b[h * 4 + 3] = t.w;
+    }
+#pragma unroll
+    for (int i = 0; i < Cfg::TM; ++i)
+#pragma unroll
+      for (int j = 0; j < Cfg::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+  }
+}
+
 // acc = Σ over k-tiles [kt0, kt1) of A-tile · B-tile; acc = 0 for an empty range.
-// KU: how many of the BK steps of a tile are unrolled (kBK = all). Full
-// unrolling lets the compiler fetch the next step's fragments early, which
-// costs registers: where that would spill under the MINB register cap, a
-// kernel asks for 2 (-Xptxas -v shows no spills for any kernel).
-template <class Cfg, int KU, class AL, class BL>
+template <class Cfg, class AL, class BL>
 __device__ __forceinline__ void mainloop(AL& al, BL& bl, Smem<Cfg>& sm, int kt0, int kt1, int tm,
                                          int tn, float (&acc)[Cfg::TM][Cfg::TN]) {
+  constexpr int S = Cfg::STAGES;
 #pragma unroll
   for (int i = 0; i < Cfg::TM; ++i)
 #pragma unroll
     for (int j = 0; j < Cfg::TN; ++j) acc[i][j] = 0.f;
-  if (kt0 >= kt1) return;  // block-uniform
+  const int nt = kt1 - kt0;
+  if (nt <= 0) return;  // block-uniform
 
-  al.load(kt0 * kBK);
-  bl.load(kt0 * kBK);
-  al.store(sm.a[0]);
-  bl.store(sm.b[0]);
-  __syncthreads();
-
-  for (int kt = kt0; kt < kt1; ++kt) {
-    const int cur = (kt - kt0) & 1;
-    const bool more = kt + 1 < kt1;  // block-uniform
-    if (more) {
-      al.load((kt + 1) * kBK);
-      bl.load((kt + 1) * kBK);
+  al.start(kt0);
+  bl.start(kt0);
+#pragma unroll
+  for (int st = 0; st < S - 1; ++st) {
+    if (st < nt) {
+      al.issue(sm.a[st]);
+      bl.issue(sm.b[st]);
     }
-#pragma unroll KU
-    for (int kk = 0; kk < kBK; ++kk) {
-      float a[Cfg::TM], b[Cfg::TN];
-#pragma unroll
-      for (int g = 0; g < Cfg::GM; ++g) {
-        const float4 t =
-            *reinterpret_cast<const float4*>(&sm.a[cur][kk][g * 4 * Cfg::THR_M + tm * 4]);
-        a[g * 4 + 0] = t.x;
-        a[g * 4 + 1] = t.y;
-        a[g * 4 + 2] = t.z;
-        a[g * 4 + 3] = t.w;
-      }
-#pragma unroll
-      for (int h = 0; h < Cfg::GN; ++h) {
-        const float4 t =
-            *reinterpret_cast<const float4*>(&sm.b[cur][kk][h * 4 * Cfg::THR_N + tn * 4]);
-        b[h * 4 + 0] = t.x;
-        b[h * 4 + 1] = t.y;
-        b[h * 4 + 2] = t.z;
-        b[h * 4 + 3] = t.w;
-      }
-#pragma unroll
-      for (int i = 0; i < Cfg::TM; ++i)
-#pragma unroll
-        for (int j = 0; j < Cfg::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-    }
-    if (more) {
-      al.store(sm.a[cur ^ 1]);
-      bl.store(sm.b[cur ^ 1]);
-    }
+    copy_commit();
+  }
+  int rd = 0, wr = S - 1;
+  for (int i = 0; i < nt; ++i) {
+    copy_wait<S - 2>();
     __syncthreads();
+    if (i + S - 1 < nt) {  // block-uniform
+      al.issue(sm.a[wr]);
+      bl.issue(sm.b[wr]);
+    }
+    copy_commit();
+    mma_stage<Cfg>(sm.a[rd], sm.b[rd], tm, tn, acc);
+    rd = rd + 1 == S ? 0 : rd + 1;
+    wr = wr + 1 == S ? 0 : wr + 1;
   }
 }
 

@@ -1,50 +1,98 @@
 // implicit_plan.h — the host-side choices of the implicit-GEMM family, as pure
 // functions (no CUDA) so that tests can check them on any machine: which tile
-// configuration a GEMM of M×N outputs runs with, and how backward_params
-// splits its long reduction (split-K). conv2d_implicit_gemm.cu describes the
-// tile configurations and the scheme.
+// configuration a GEMM of M×N outputs runs with, how the passes split their
+// reduction (split-K), which GEMM_K order forward and backward_data use, and
+// the thin-convolution routing. conv2d_implicit_gemm.cu describes the tile
+// configurations and the schemes.
 #pragma once
 
 #include <algorithm>
 
 namespace hpmc::gpu::implicit_detail {
 
-enum class Tile { kL, kS, kThinN, kThinM };  // 128×128, 64×64, 128×16, 16×128
+enum class Tile { kL, kM, kS, kThinN, kThinM };  // 128×128, 128×64, 64×64, 128×16, 16×128
 
 inline long long tiles(long long extent, int tile) { return (extent + tile - 1) / tile; }
 
-// GEMM_N ≤ 16 → ThinN; else GEMM_M ≤ 16 → ThinM; else the 128×128 tiles when
-// their padding wastes at most 25% (padded M·N ≤ 1.25·M·N) and their blocks,
-// times the split-K slices, give every one of the num_sms SMs at least one;
-// else 64×64. The choice changes the speed only: every configuration adds
-// each output's products in the same order, so the bits are the same.
+// The split-K plans aim at this many SMs, whatever the device: a split changes
+// the bits of the result, so it must depend on the shape alone (the H100's
+// count). The tile choice changes no bit and uses the device's own count.
+constexpr int kPlanSMs = 132;
+
+// GEMM_N ≤ 16 → ThinN; else GEMM_M ≤ 16 → ThinM; else GEMM_N ≤ 32 → ThinN
+// (two column tiles waste less than one of 64); else GEMM_M ≤ 32 → ThinM;
+// else the first of L (128×128), M (128×64) whose padding wastes at most 25% of its tile work
+// (padded M·N ≤ 1.25·M·N) and whose blocks, times the split-K slices, fill
+// nine tenths of the 2·num_sms block slots (every configuration runs two
+// blocks per SM: one block per SM leaves half the warps that hide latency);
+// else 64×64, which has 4× the blocks of L. The choice changes the speed only:
+// every configuration adds each output's products in the same order.
 inline Tile choose_tile(long long M, long long N, int slices, int num_sms) {
   if (N <= 16) return Tile::kThinN;
   if (M <= 16) return Tile::kThinM;
-  const long long padded = tiles(M, 128) * 128 * tiles(N, 128) * 128;
-  const long long blocks = tiles(M, 128) * tiles(N, 128) * slices;
-  if (padded * 4 <= M * N * 5 && blocks >= num_sms) return Tile::kL;
+  if (N <= 32) return Tile::kThinN;
+  if (M <= 32) return Tile::kThinM;
+  const long long want = (18ll * num_sms + 9) / 10;  // ⌈0.9 · 2 · num_sms⌉
+  auto fits = [&](int bm, int bn) {
+    const long long padded = tiles(M, bm) * bm * tiles(N, bn) * bn;
+    return padded * 4 <= M * N * 5 && tiles(M, bm) * tiles(N, bn) * slices >= want;
+  };
+  if (fits(128, 128)) return Tile::kL;
+  if (fits(128, 64)) return Tile::kM;
   return Tile::kS;
 }
 
-// Split-K for backward_params, from the shape alone (never the device, so the
-// bits are the same on any GPU): aim at kSplitTarget blocks counted in 64×64
-// tiles, give every slice at least kMinTilesPerSplit k-tiles (of 8) unless
-// there are fewer in all, at most kMaxSplits slices. Slice z covers k-tiles
-// [z·tps, min((z+1)·tps, ktiles)); none is empty: (splits−1)·tps < ktiles.
-constexpr long long kSplitTarget = 528;  // ≈ 4 blocks of 64×64 on each of 132 SMs
+// Split-K for backward_params (GEMM_M = K, GEMM_N = C·R·S, GEMM_K = N·P·Q),
+// from the shape alone: as many slices as fit one wave of 128×128 blocks at
+// two per SM on kPlanSMs SMs (⌊2·kPlanSMs / blocks⌋, at least 1), every slice
+// at least kMinTilesPerSplit k-tiles (of 8) unless there are fewer in all, at
+// most kMaxSplits slices. Slice z covers k-tiles [z·tps, min((z+1)·tps,
+// ktiles)); none is empty: (splits−1)·tps < ktiles.
+constexpr long long kWgradSplitTarget = 2 * kPlanSMs;  // 128×128 blocks: two per SM
 constexpr int kMaxSplits = 64;
 constexpr int kMinTilesPerSplit = 8;
 
-inline void choose_splits(long long M, long long N, int ktiles, int& splits, int& tps) {
+inline void split_plan(long long want, int ktiles, int min_tiles, int max_splits, int& splits,
+                       int& tps) {
   ktiles = std::max(ktiles, 1);
-  const long long ref_blocks = std::max(1ll, tiles(M, 64) * tiles(N, 64));
-  long long want = (kSplitTarget + ref_blocks - 1) / ref_blocks;
-  const long long by_k = std::max(1, ktiles / kMinTilesPerSplit);
-  want = std::max(1ll, std::min({want, (long long)kMaxSplits, by_k}));
+  const long long by_k = std::max(1, ktiles / min_tiles);
+  want = std::max(1ll, std::min({want, (long long)max_splits, by_k}));
   tps = int((ktiles + want - 1) / want);
   splits = int((ktiles + tps - 1) / tps);
 }
+
+inline void choose_splits(long long M, long long N, int ktiles, int& splits, int& tps) {
+  const long long blocks = std::max(1ll, tiles(M, 128) * tiles(N, 128));
+  split_plan(kWgradSplitTarget / blocks, ktiles, kMinTilesPerSplit, kMaxSplits, splits, tps);
+}
+
+// Split-K for forward and backward_data (GEMM_M = N·P·Q or N·H·W, GEMM_N = K
+// or C), from the shape alone: none when the 128×64 tiles alone give at least
+// one block per SM (kPlanSMs); else ⌊2·kPlanSMs / blocks⌋ slices of at least
+// kMinTilesPerOutSplit k-tiles, at most kMaxOutSplits. The slices' partial
+// outputs are summed, with the bias, by a second pass.
+constexpr int kMaxOutSplits = 8;
+constexpr int kMinTilesPerOutSplit = 16;
+
+inline void choose_out_splits(long long M, long long N, int ktiles, int& splits, int& tps) {
+  const long long blocks = std::max(1ll, tiles(M, 128) * tiles(N, 64));
+  const long long want = blocks >= kPlanSMs ? 1 : 2 * kPlanSMs / blocks;
+  split_plan(want, ktiles, kMinTilesPerOutSplit, kMaxOutSplits, splits, tps);
+}
+
+// The tap-major mappings (GEMM_K = (r, s, channel), the channel fastest; see
+// conv2d_implicit_gemm.cu): forward when C % 8 == 0 (each k-tile of 8 lies in
+// one tap) and K % 4 == 0 (the re-laid-out weights are read 16 bytes at a
+// time); backward_data when the stride is 1, K % 8 == 0 and C % 4 == 0. Shape
+// only, so the summation order (and the bits) depend on the shape alone.
+inline bool tap_major_forward(int C, int K) { return C % 8 == 0 && K % 4 == 0 && C > 0 && K > 0; }
+inline bool tap_major_backward_data(int stride, int C, int K) {
+  return stride == 1 && K % 8 == 0 && C % 4 == 0 && C > 0 && K > 0;
+}
+
+// The thin weight gradient's block target (choose_thin_splits below): about 4
+// blocks of its tiles on each of kPlanSMs SMs.
+constexpr long long kSplitTarget = 4 * kPlanSMs;
 
 // ---- thin convolutions: K ≤ 4 output channels (conv2d_thin.cu) ------------------------
 //

@@ -1,0 +1,44 @@
+// implicit_conv.h — the GEMM path of the implicit-GEMM convolutions with an
+// explicit plan (tile configuration, split-K, GEMM_K order), internal to the
+// im2col family: conv2d_implicit_gemm.cu runs its public functions through
+// these with plan_conv's choice; the tests force every variant on small shapes
+// and the kernel benchmark (bench/conv_variants.cu) times them. No thin
+// kernels here: any shape runs on the GEMM path. Default stream; y and dx
+// overwritten, dw accumulated (conv2d_kernels.h).
+#pragma once
+
+#include "layers/conv_shape.h"
+#include "layers/gpu/implicit_plan.h"
+
+namespace hpmc::gpu::implicit_detail {
+
+enum class ConvPass { kForward, kBackwardData, kWeightGrad };
+
+struct ConvPlan {
+  Tile tile = Tile::kS;
+  int splits = 1;    // split-K slices (blockIdx.z)
+  int tps = 1;       // k-tiles per slice: slice z covers [z·tps, min((z+1)·tps, ktiles))
+  bool tap = false;  // tap-major GEMM_K (forward, backward_data; implicit_plan.h)
+};
+
+// GEMM_K of the pass in k-tiles of 8.
+int conv_ktiles(const Conv2dShape& s, ConvPass pass);
+
+// The plan of the public functions: the split from the shape alone, the tile
+// for the current device's SM count, the tap-major mapping where it applies.
+ConvPlan plan_conv(const Conv2dShape& s, ConvPass pass);
+
+// A forced plan: `splits` is rounded so that no slice is empty. Throws when
+// tap is asked for where it does not apply (tap_major_forward / _backward_data)
+// or for the weight gradient.
+ConvPlan make_conv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits, bool tap);
+
+void conv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* x,
+                          const float* w, const float* b, float* y);
+void conv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const float* dy,
+                                const float* w, float* dx);
+// dw += the weight gradient (no bias).
+void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const float* x,
+                              const float* dy, float* dw);
+
+}  // namespace hpmc::gpu::implicit_detail
