@@ -15,7 +15,9 @@
 // Packing takes care of the transposes, the leading dimensions and the edges:
 // a micro-panel past the end of A or B is padded with zeros, so the kernel
 // always runs full tiles and only its store is masked. A transposed operand
-// (K contiguous in memory) is packed through 8×8 register transposes.
+// (K contiguous in memory) is packed through 8×16 register transposes. Where
+// packing would not pay (choose_direct), whole panels of A, and of B when M
+// is short, are read in place and only a ragged last panel is packed.
 //
 // The micro-kernel keeps a kMR × NR tile of C in kMR·NV zmm registers
 // (NR = 16·NV; NV = 3 gives 24 accumulators): per k it loads NV vectors of
@@ -35,6 +37,12 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
+// GCC 12's AVX-512 intrinsics (unpack, extract) start from
+// _mm512_undefined_ps(), which -Wmaybe-uninitialized reports once inlined
+// (GCC bug 105593, fixed in GCC 13). Quieted for this file only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>
@@ -108,6 +116,51 @@ HPMC_AVX512_INLINE void transpose8x8(const float* src, ptrdiff_t lds, int rows, 
   for (int c = 0; c < cols; ++c) _mm256_storeu_ps(dst + c * ldd, out[c]);
 }
 
+// dst[c·ldd + r] = src[r·lds + c] for r < 8, c < 16: eight rows of sixteen
+// floats (a cache line each) turned into sixteen rows of eight. The full-size
+// case of the packs' transposes, about twice as fast per float as 8×8.
+HPMC_AVX512_INLINE void transpose8x16(const float* src, ptrdiff_t lds, float* dst,
+                                      ptrdiff_t ldd) {
+  __m512 r[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  // In each 128-bit lane L: t pairs rows at columns 4L.., u gathers rows
+  // 0-3 (u[q]) and 4-7 (u[4 + q]) of column 4L + q.
+  __m512 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int h = 0; h < 8; h += 4) {
+    u[h + 0] = _mm512_shuffle_ps(t[h], t[h + 2], 0x44);
+    u[h + 1] = _mm512_shuffle_ps(t[h], t[h + 2], 0xEE);
+    u[h + 2] = _mm512_shuffle_ps(t[h + 1], t[h + 3], 0x44);
+    u[h + 3] = _mm512_shuffle_ps(t[h + 1], t[h + 3], 0xEE);
+  }
+  // Join the halves of a column: lanes 0, 1 → columns q, 4 + q; lanes 2, 3 →
+  // columns 8 + q, 12 + q, one per 256-bit half.
+  const __m512i lanes01 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i lanes23 =
+      _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  for (int q = 0; q < 4; ++q) {
+    const __m512 w0 = _mm512_permutex2var_ps(u[q], lanes01, u[4 + q]);
+    const __m512 w1 = _mm512_permutex2var_ps(u[q], lanes23, u[4 + q]);
+    _mm256_storeu_ps(dst + q * ldd, _mm512_castps512_ps256(w0));
+    _mm256_storeu_ps(dst + (4 + q) * ldd, _mm512_extractf32x8_ps(w0, 1));
+    _mm256_storeu_ps(dst + (8 + q) * ldd, _mm512_castps512_ps256(w1));
+    _mm256_storeu_ps(dst + (12 + q) * ldd, _mm512_extractf32x8_ps(w1, 1));
+  }
+}
+
+// dst[c·ldd + r] = src[r·lds + c] for c < cols (a K run), r < 8 (source rows
+// at and past `rows` read as zeros).
+HPMC_AVX512_INLINE void transpose_rows8(const float* src, ptrdiff_t lds, int rows, int cols,
+                                        float* dst, ptrdiff_t ldd) {
+  int c = 0;
+  if (rows == 8)
+    for (; c + 16 <= cols; c += 16) transpose8x16(src + c, lds, dst + c * ldd, ldd);
+  for (; c < cols; c += 8) transpose8x8(src + c, lds, rows, std::min(8, cols - c), dst + c * ldd, ldd);
+}
+
 // Ap ← op(A)[i0 : i0+mc, p0 : p0+kc] as kMR-row micro-panels: element (i, p)
 // of panel q lands at Ap[q·kMR·kc + p·kMR + i], rows past mc are zeros.
 HPMC_AVX512 void pack_a(bool trans, const float* a, ptrdiff_t lda, int i0, int mc, int p0, int kc,
@@ -121,9 +174,7 @@ HPMC_AVX512 void pack_a(bool trans, const float* a, ptrdiff_t lda, int i0, int m
       for (int p = 0; p < kc; ++p)
         _mm256_store_ps(dst + p * kMR, _mm256_maskz_loadu_ps(mask, src + p * lda));
     } else {  // op(A)(i, p) = a[i·lda + p]: K runs along memory, transpose
-      const float* src = a + (i0 + ir) * lda + p0;
-      for (int p = 0; p < kc; p += 8)
-        transpose8x8(src + p, lda, mr, std::min(8, kc - p), dst + p * kMR, kMR);
+      transpose_rows8(a + (i0 + ir) * lda + p0, lda, mr, kc, dst, kMR);
     }
   }
 }
@@ -150,24 +201,33 @@ HPMC_AVX512 void pack_b(bool trans, const float* b, ptrdiff_t ldb, int p0, int k
                           _mm512_maskz_loadu_ps(mask[v], src + p * ldb + 16 * v));
     } else {  // op(B)(p, j) = b[j·ldb + p]: K runs along memory, transpose
       const float* src = b + (j0 + jr) * ldb + p0;
+      int p = 0;
+      if (nr == NR)  // 16 k at a time across the whole panel width, so each
+                     // line of Bp is completed while it is still in L1
+        for (; p + 16 <= kc; p += 16)
+          for (int jj = 0; jj < NR; jj += 8)
+            transpose8x16(src + jj * ldb + p, ldb, dst + p * NR + jj, NR);
       for (int jj = 0; jj < NR; jj += 8) {
         const int rows = std::clamp(nr - jj, 0, 8);
         if (rows == 0) {
-          for (int p = 0; p < kc; ++p) _mm256_store_ps(dst + p * NR + jj, _mm256_setzero_ps());
+          for (int q = p; q < kc; ++q) _mm256_store_ps(dst + q * NR + jj, _mm256_setzero_ps());
           continue;
         }
-        for (int p = 0; p < kc; p += 8)
-          transpose8x8(src + jj * ldb + p, ldb, rows, std::min(8, kc - p), dst + p * NR + jj, NR);
+        transpose_rows8(src + jj * ldb + p, ldb, rows, kc - p, dst + p * NR + jj, NR);
       }
     }
   }
 }
 
-// C tile (mr ≤ kMR rows, nr ≤ NR columns) = alpha · Ap·Bp + beta · C, with
-// Ap a kMR × kc micro-panel and Bp a kc × NR one.
-template <int NV>
-HPMC_AVX512 void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp,
-                              float* c, ptrdiff_t ldc, int mr, int nr, float alpha, float beta) {
+// C tile (mr ≤ kMR rows, nr ≤ NR columns) = alpha · A·B + beta · C over kc,
+// where the kMR × kc micro-panel of A is read at a[p·a_step + i] (kRowsA:
+// a[i·a_step + p], A's own row-major rows) and the kc × NR one of B at
+// b[p·b_step + j]. Packed panels are the case a_step = kMR, b_step = NR; the
+// caller's matrices can be read in place when a whole panel lies inside them.
+template <int NV, bool kRowsA>
+HPMC_AVX512 void micro_kernel(int kc, const float* __restrict a, ptrdiff_t a_step,
+                              const float* __restrict b, ptrdiff_t b_step, float* c,
+                              ptrdiff_t ldc, int mr, int nr, float alpha, float beta) {
   constexpr int NR = 16 * NV;
   __m512 acc[kMR][NV];
 #pragma GCC unroll 8
@@ -175,18 +235,21 @@ HPMC_AVX512 void micro_kernel(int kc, const float* __restrict ap, const float* _
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
 
+  const float* arow[kMR];
+#pragma GCC unroll 8
+  for (int i = 0; i < kMR; ++i) arow[i] = a + (kRowsA ? i * a_step : i);
   for (int p = 0; p < kc; ++p) {
     __m512 bv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(bp + 16 * v);
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
 #pragma GCC unroll 8
     for (int i = 0; i < kMR; ++i) {
-      const __m512 av = _mm512_set1_ps(ap[i]);
+      const __m512 av = _mm512_set1_ps(kRowsA ? arow[i][p] : a[i]);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
     }
-    ap += kMR;
-    bp += NR;
+    if (!kRowsA) a += a_step;
+    b += b_step;
   }
 
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
@@ -222,34 +285,76 @@ HPMC_AVX512 void micro_kernel(int kc, const float* __restrict ap, const float* _
   }
 }
 
+// Whether to read full panels of A and B in place instead of packing them.
+// Packing costs a pass over the operand and pays back through reuse and
+// orderly access. An A panel in place is kMR rows read along K (or, for a
+// transposed A, kc lines of which it uses 32 bytes: fine while kc is short);
+// either stays in L1 while the panel is reused. A B panel in place has its
+// rows ldb apart, which crowds few cache sets when ldb is a power of two and
+// the panel is re-read from L2 many times (M/kMR), so B is read in place only
+// for short M (the batch of a linear layer). A transposed B is always packed.
+struct Direct {
+  bool a, b;
+};
+
+Direct choose_direct(bool trans_a, bool trans_b, int m, int k) {
+  return Direct{!trans_a || k <= 256, !trans_b && m <= 96};
+}
+
 template <int NV>
 HPMC_AVX512 void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                               const float* a, ptrdiff_t lda, const float* b, ptrdiff_t ldb,
                               float beta, float* c, ptrdiff_t ldc) {
   constexpr int NR = 16 * NV;
   constexpr int NC = kNC / NR * NR;
+  const Direct direct = choose_direct(trans_a, trans_b, m, k);
   // Near-equal K blocks: the cut depends on k alone (sgemm.h, determinism).
   const int kblocks = (k + kKC - 1) / kKC;
   const int kc_max = (k + kblocks - 1) / kblocks;
-  const int nc_room = (std::min(n, NC) + NR - 1) / NR * NR;
-  const int mc_room = (std::min(m, kMC) + kMR - 1) / kMR * kMR;
+  const int nc_room = direct.b ? NR : (std::min(n, NC) + NR - 1) / NR * NR;
+  const int mc_room = direct.a ? kMR : (std::min(m, kMC) + kMR - 1) / kMR * kMR;
   float* bp = b_pack.get(size_t(kc_max) * nc_room);
   float* ap = a_pack.get(size_t(kc_max) * mc_room);
 
   for (int jc = 0; jc < n; jc += NC) {
     const int nc = std::min(NC, n - jc);
+    const int nc_full = nc / NR * NR;  // columns in whole panels
     for (int pc = 0; pc < k; pc += kc_max) {
       const int kc = std::min(kc_max, k - pc);
       const float beta_block = pc == 0 ? beta : 1.f;
-      pack_b<NV>(trans_b, b, ldb, pc, kc, jc, nc, bp);
+      if (!direct.b)
+        pack_b<NV>(trans_b, b, ldb, pc, kc, jc, nc, bp);
+      else if (nc_full < nc)  // only the ragged last panel
+        pack_b<NV>(trans_b, b, ldb, pc, kc, jc + nc_full, nc - nc_full, bp);
       for (int ic = 0; ic < m; ic += kMC) {
         const int mc = std::min(kMC, m - ic);
-        pack_a(trans_a, a, lda, ic, mc, pc, kc, ap);
-        for (int ir = 0; ir < mc; ir += kMR)
-          for (int jr = 0; jr < nc; jr += NR)
-            micro_kernel<NV>(kc, ap + ptrdiff_t(ir) * kc, bp + ptrdiff_t(jr) * kc,
-                             c + (ic + ir) * ldc + jc + jr, ldc, std::min(kMR, mc - ir),
-                             std::min(NR, nc - jr), alpha, beta_block);
+        const int mc_full = mc / kMR * kMR;
+        if (!direct.a)
+          pack_a(trans_a, a, lda, ic, mc, pc, kc, ap);
+        else if (mc_full < mc)
+          pack_a(trans_a, a, lda, ic + mc_full, mc - mc_full, pc, kc, ap);
+        for (int ir = 0; ir < mc; ir += kMR) {
+          const int mr = std::min(kMR, mc - ir);
+          const bool a_packed = !direct.a || ir >= mc_full;
+          const float* a_panel = !a_packed ? nullptr : direct.a ? ap : ap + ptrdiff_t(ir) * kc;
+          for (int jr = 0; jr < nc; jr += NR) {
+            const int nr = std::min(NR, nc - jr);
+            const bool b_packed = !direct.b || jr >= nc_full;
+            const float* b_panel = b_packed ? (direct.b ? bp : bp + ptrdiff_t(jr) * kc)
+                                            : b + pc * ldb + jc + jr;
+            const ptrdiff_t b_step = b_packed ? NR : ldb;
+            float* c_tile = c + (ic + ir) * ldc + jc + jr;
+            if (a_packed)
+              micro_kernel<NV, false>(kc, a_panel, kMR, b_panel, b_step, c_tile, ldc, mr, nr,
+                                      alpha, beta_block);
+            else if (trans_a)  // op(A)(i, p) = a[p·lda + i]
+              micro_kernel<NV, false>(kc, a + pc * lda + ic + ir, lda, b_panel, b_step, c_tile,
+                                      ldc, mr, nr, alpha, beta_block);
+            else  // op(A)(i, p) = a[i·lda + p]
+              micro_kernel<NV, true>(kc, a + (ic + ir) * lda + pc, lda, b_panel, b_step, c_tile,
+                                     ldc, mr, nr, alpha, beta_block);
+          }
+        }
       }
     }
   }
