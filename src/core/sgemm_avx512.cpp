@@ -116,13 +116,9 @@ HPMC_AVX512_INLINE void transpose8x8(const float* src, ptrdiff_t lds, int rows, 
   for (int c = 0; c < cols; ++c) _mm256_storeu_ps(dst + c * ldd, out[c]);
 }
 
-// dst[c·ldd + r] = src[r·lds + c] for r < 8, c < 16: eight rows of sixteen
-// floats (a cache line each) turned into sixteen rows of eight. The full-size
-// case of the packs' transposes, about twice as fast per float as 8×8.
-HPMC_AVX512_INLINE void transpose8x16(const float* src, ptrdiff_t lds, float* dst,
-                                      ptrdiff_t ldd) {
-  __m512 r[8];
-  for (int i = 0; i < 8; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+// out[c][r] = r[r][c] for r < 8, c < 16: eight rows of sixteen floats turned
+// into sixteen rows of eight, in registers.
+HPMC_AVX512_INLINE void transpose8x16(const __m512 r[8], __m256 out[16]) {
   // In each 128-bit lane L: t pairs rows at columns 4L.., u gathers rows
   // 0-3 (u[q]) and 4-7 (u[4 + q]) of column 4L + q.
   __m512 t[8], u[8];
@@ -144,11 +140,23 @@ HPMC_AVX512_INLINE void transpose8x16(const float* src, ptrdiff_t lds, float* ds
   for (int q = 0; q < 4; ++q) {
     const __m512 w0 = _mm512_permutex2var_ps(u[q], lanes01, u[4 + q]);
     const __m512 w1 = _mm512_permutex2var_ps(u[q], lanes23, u[4 + q]);
-    _mm256_storeu_ps(dst + q * ldd, _mm512_castps512_ps256(w0));
-    _mm256_storeu_ps(dst + (4 + q) * ldd, _mm512_extractf32x8_ps(w0, 1));
-    _mm256_storeu_ps(dst + (8 + q) * ldd, _mm512_castps512_ps256(w1));
-    _mm256_storeu_ps(dst + (12 + q) * ldd, _mm512_extractf32x8_ps(w1, 1));
+    out[q] = _mm512_castps512_ps256(w0);
+    out[4 + q] = _mm512_extractf32x8_ps(w0, 1);
+    out[8 + q] = _mm512_castps512_ps256(w1);
+    out[12 + q] = _mm512_extractf32x8_ps(w1, 1);
   }
+}
+
+// dst[c·ldd + r] = src[r·lds + c] for r < 8, c < 16: the full-size case of
+// the packs' transposes (whole cache lines in), about twice as fast per
+// float as 8×8.
+HPMC_AVX512_INLINE void transpose8x16(const float* src, ptrdiff_t lds, float* dst,
+                                      ptrdiff_t ldd) {
+  __m512 r[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  __m256 out[16];
+  transpose8x16(r, out);
+  for (int c = 0; c < 16; ++c) _mm256_storeu_ps(dst + c * ldd, out[c]);
 }
 
 // dst[c·ldd + r] = src[r·lds + c] for c < cols (a K run), r < 8 (source rows
@@ -219,12 +227,39 @@ HPMC_AVX512 void pack_b(bool trans, const float* b, ptrdiff_t ldb, int p0, int k
   }
 }
 
+// The store of a tile of C^T: acc[i][v] holds C^T(i, 16v..16v+15), that is
+// C(16v + t, i); each C row gets kMR neighbours (mr of them valid), written
+// as alpha · acc + beta · C with C not read when beta == 0.
+template <int NV>
+HPMC_AVX512_INLINE void store_transposed(const __m512 (&acc)[kMR][NV], float* c, ptrdiff_t ldc,
+                                         int mr, int nr, float alpha, float beta) {
+  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+  const __mmask8 mask = __mmask8((1u << mr) - 1);
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    const int rows = std::min(16, nr - 16 * v);
+    if (rows <= 0) break;
+    __m512 r[8];
+    for (int i = 0; i < kMR; ++i) r[i] = acc[i][v];
+    __m256 out[16];
+    transpose8x16(r, out);
+    for (int t = 0; t < rows; ++t) {
+      float* cp = c + (16 * v + t) * ldc;
+      __m256 x = beta == 0.f ? _mm256_mul_ps(va, out[t])
+                             : _mm256_fmadd_ps(va, out[t],
+                                               _mm256_mul_ps(vb, _mm256_maskz_loadu_ps(mask, cp)));
+      _mm256_mask_storeu_ps(cp, mask, x);
+    }
+  }
+}
+
 // C tile (mr ≤ kMR rows, nr ≤ NR columns) = alpha · A·B + beta · C over kc,
 // where the kMR × kc micro-panel of A is read at a[p·a_step + i] (kRowsA:
 // a[i·a_step + p], A's own row-major rows) and the kc × NR one of B at
 // b[p·b_step + j]. Packed panels are the case a_step = kMR, b_step = NR; the
 // caller's matrices can be read in place when a whole panel lies inside them.
-template <int NV, bool kRowsA>
+// kStoreT: the tile is of C^T, so element (i, j) is stored at c[j·ldc + i].
+template <int NV, bool kRowsA, bool kStoreT>
 HPMC_AVX512 void micro_kernel(int kc, const float* __restrict a, ptrdiff_t a_step,
                               const float* __restrict b, ptrdiff_t b_step, float* c,
                               ptrdiff_t ldc, int mr, int nr, float alpha, float beta) {
@@ -252,6 +287,10 @@ HPMC_AVX512 void micro_kernel(int kc, const float* __restrict a, ptrdiff_t a_ste
     b += b_step;
   }
 
+  if (kStoreT) {
+    store_transposed<NV>(acc, c, ldc, mr, nr, alpha, beta);
+    return;
+  }
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   if (mr == kMR && nr == NR) {
 #pragma GCC unroll 8
@@ -301,7 +340,9 @@ Direct choose_direct(bool trans_a, bool trans_b, int m, int k) {
   return Direct{!trans_a || k <= 256, !trans_b && m <= 96};
 }
 
-template <int NV>
+// The blocked product; kStoreT: `c` holds C^T (the caller swapped the
+// operands, sgemm_avx512), so the tile at (i, j) is stored from c[j·ldc + i].
+template <int NV, bool kStoreT>
 HPMC_AVX512 void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                               const float* a, ptrdiff_t lda, const float* b, ptrdiff_t ldb,
                               float beta, float* c, ptrdiff_t ldc) {
@@ -343,16 +384,16 @@ HPMC_AVX512 void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, f
             const float* b_panel = b_packed ? (direct.b ? bp : bp + ptrdiff_t(jr) * kc)
                                             : b + pc * ldb + jc + jr;
             const ptrdiff_t b_step = b_packed ? NR : ldb;
-            float* c_tile = c + (ic + ir) * ldc + jc + jr;
+            float* c_tile = kStoreT ? c + (jc + jr) * ldc + ic + ir : c + (ic + ir) * ldc + jc + jr;
             if (a_packed)
-              micro_kernel<NV, false>(kc, a_panel, kMR, b_panel, b_step, c_tile, ldc, mr, nr,
-                                      alpha, beta_block);
+              micro_kernel<NV, false, kStoreT>(kc, a_panel, kMR, b_panel, b_step, c_tile, ldc, mr,
+                                               nr, alpha, beta_block);
             else if (trans_a)  // op(A)(i, p) = a[p·lda + i]
-              micro_kernel<NV, false>(kc, a + pc * lda + ic + ir, lda, b_panel, b_step, c_tile,
-                                      ldc, mr, nr, alpha, beta_block);
+              micro_kernel<NV, false, kStoreT>(kc, a + pc * lda + ic + ir, lda, b_panel, b_step,
+                                               c_tile, ldc, mr, nr, alpha, beta_block);
             else  // op(A)(i, p) = a[i·lda + p]
-              micro_kernel<NV, true>(kc, a + (ic + ir) * lda + pc, lda, b_panel, b_step, c_tile,
-                                     ldc, mr, nr, alpha, beta_block);
+              micro_kernel<NV, true, kStoreT>(kc, a + (ic + ir) * lda + pc, lda, b_panel, b_step,
+                                              c_tile, ldc, mr, nr, alpha, beta_block);
           }
         }
       }
@@ -380,6 +421,22 @@ int choose_nv(int n) {
   return cost2 < cost3 ? 2 : 3;
 }
 
+template <bool kStoreT>
+HPMC_AVX512 void gemm_dispatch(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                               const float* a, ptrdiff_t lda, const float* b, ptrdiff_t ldb,
+                               float beta, float* c, ptrdiff_t ldc) {
+  switch (choose_nv(n)) {
+    case 1:
+      gemm_blocked<1, kStoreT>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      break;
+    case 2:
+      gemm_blocked<2, kStoreT>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      break;
+    default:
+      gemm_blocked<3, kStoreT>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
 }  // namespace
 
 void sgemm_avx512(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
@@ -389,16 +446,16 @@ void sgemm_avx512(bool trans_a, bool trans_b, int m, int n, int k, float alpha, 
     scale_c(m, n, beta, c, ldc);
     return;
   }
-  switch (choose_nv(n)) {
-    case 1:
-      gemm_blocked<1>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-      break;
-    case 2:
-      gemm_blocked<2>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-      break;
-    default:
-      gemm_blocked<3>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
+  // A transposed B (K along its rows) must be transposed while packing. When
+  // it is the larger operand, compute C^T = op(B)^T · op(A)^T instead: then
+  // the smaller one (or, if A is transposed too, neither) needs it. Each
+  // element still sums fma(a, b, acc) over k in the same order, so the bits
+  // do not change.
+  const bool swap = trans_b && (trans_a || m < n);
+  if (swap)
+    gemm_dispatch<true>(!trans_b, !trans_a, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
+  else
+    gemm_dispatch<false>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace hpmc
