@@ -246,7 +246,8 @@ TEST(Conv2dIm2col, MatchesItsDefinition) {
   for (const Conv2dShape& sh :
        {make_conv2d_shape(1, 2, 6, 7, 1, 3, 3, 1, 1), make_conv2d_shape(1, 2, 4, 4, 1, 5, 5, 1, 2),
         make_conv2d_shape(1, 2, 3, 5, 1, 1, 3, 1, 1), make_conv2d_shape(1, 2, 2, 2, 1, 5, 5, 1, 2),
-        make_conv2d_shape(1, 2, 7, 5, 1, 3, 3, 2, 1), make_conv2d_shape(1, 3, 6, 9, 1, 3, 2, 1, 2)}) {
+        make_conv2d_shape(1, 2, 7, 5, 1, 3, 3, 2, 1),
+        make_conv2d_shape(1, 3, 6, 9, 1, 3, 2, 1, 2)}) {
     SCOPED_TRACE(str("C", sh.C, " ", sh.H, "x", sh.W, " RxS ", sh.R, "x", sh.S, " s", sh.stride,
                      " p", sh.pad));
     auto x = random_vector(sh.in_sample(), rng);
@@ -261,7 +262,8 @@ TEST(Conv2dIm2col, MatchesItsDefinition) {
               const bool inside = ih >= 0 && ih < sh.H && iw >= 0 && iw < sh.W;
               const double want = inside ? x[(size_t(c) * sh.H + ih) * sh.W + iw] : 0.0;
               const size_t at = (size_t((c * sh.R + r) * sh.S + s) * sh.P + p) * sh.Q + q;
-              ASSERT_EQ(col[at], want) << "c" << c << " r" << r << " s" << s << " p" << p << " q" << q;
+              ASSERT_EQ(col[at], want)
+                  << "c" << c << " r" << r << " s" << s << " p" << p << " q" << q;
             }
   }
 }

@@ -101,11 +101,11 @@ void check_case(SgemmFn fn, const Case& cs, uint64_t seed) {
 // Shapes around the tile (8 × 16/32/48) and block (K 512, M 192, N 384)
 // sizes, degenerate ones, and the products the layers make.
 std::vector<Case> sweep() {
-  const int shapes[][3] = {
-      {1, 1, 1},     {1, 1, 0},     {0, 5, 3},    {5, 0, 3},     {2, 3, 5},      {7, 13, 29},
-      {8, 16, 8},    {9, 17, 9},    {8, 48, 512}, {9, 49, 513},  {17, 31, 1},    {13, 10, 160},
-      {5, 784, 64},  {64, 160, 784}, {31, 97, 37}, {193, 47, 19}, {11, 385, 1031}, {23, 33, 2},
-      {3, 1, 100},   {1, 100, 3}};
+  const int shapes[][3] = {{1, 1, 1},       {1, 1, 0},      {0, 5, 3},    {5, 0, 3},
+                           {2, 3, 5},       {7, 13, 29},    {8, 16, 8},   {9, 17, 9},
+                           {8, 48, 512},    {9, 49, 513},   {17, 31, 1},  {13, 10, 160},
+                           {5, 784, 64},    {64, 160, 784}, {31, 97, 37}, {193, 47, 19},
+                           {11, 385, 1031}, {23, 33, 2},    {3, 1, 100},  {1, 100, 3}};
   std::vector<Case> cases;
   for (const auto& s : shapes)
     for (int t = 0; t < 4; ++t) {
@@ -125,12 +125,13 @@ void run_sweep(SgemmFn fn) {
   uint64_t seed = 1;
   for (const Case& cs : sweep()) check_case(fn, cs, seed++);
   // Large-ish: several blocks in every dimension and ragged edges.
-  for (int t = 0; t < 4; ++t) check_case(fn, {bool(t & 1), bool(t & 2), 300, 517, 1031, 1.f, 1.f, 5}, seed++);
+  for (int t = 0; t < 4; ++t)
+    check_case(fn, {bool(t & 1), bool(t & 2), 300, 517, 1031, 1.f, 1.f, 5}, seed++);
 }
 
-#define SKIP_WITHOUT_AVX512()                                                    \
-  do {                                                                           \
-    if (!sgemm_avx512_supported())                                               \
+#define SKIP_WITHOUT_AVX512()                                                          \
+  do {                                                                                 \
+    if (!sgemm_avx512_supported())                                                     \
       GTEST_SKIP() << "this CPU lacks AVX-512 (F, VL, BW, DQ): hpmc's kernel not run"; \
   } while (0)
 

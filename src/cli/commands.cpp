@@ -42,7 +42,8 @@ void cmd_info(std::ostream& out) {
   out << "  CPU threads  : " << configure_threads() << " (OpenMP; OpenBLAS pinned to 1)\n";
   out << "  OpenBLAS     : " << openblas_get_config() << "\n";
   out << "  float GEMM   : " << sgemm_path_name(sgemm_path())
-      << (sgemm_avx512_supported() ? "" : " (no AVX-512 on this CPU)") << "; HPMC_GEMM=openblas|avx512|auto\n";
+      << (sgemm_avx512_supported() ? "" : " (no AVX-512 on this CPU)")
+      << "; HPMC_GEMM=openblas|avx512|auto\n";
   out << "  impls        : cpu"
       << (gpu::compiled_with_cuda() ? (gpu::device_count() > 0 ? ", naive, tiled, im2col"
                                                                 : " (naive, tiled, im2col: no usable GPU)")

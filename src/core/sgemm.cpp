@@ -32,8 +32,8 @@ SgemmPath decide_path() {
 bool sgemm_avx512_supported() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                         __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+                         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                         __builtin_cpu_supports("fma");
   return ok;
 #else
   return false;

@@ -31,9 +31,8 @@
 //
 // Every function here carries a target attribute instead of relying on the
 // build's -march: sgemm.cpp calls in only when the CPU has AVX-512.
-#include "core/sgemm.h"
-
 #include "core/error.h"
+#include "core/sgemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
@@ -57,10 +56,10 @@ namespace hpmc {
 
 namespace {
 
-constexpr int kMR = 8;     // rows of a C tile (broadcasts of A per k)
-constexpr int kKC = 512;   // deepest K block: an A micro-panel is kMR·kKC·4 = 16 KiB
-constexpr int kMC = 192;   // rows of a packed A block
-constexpr int kNC = 384;   // columns of a packed B block: kKC·kNC·4 = 768 KiB, in L2
+constexpr int kMR = 8;    // rows of a C tile (broadcasts of A per k)
+constexpr int kKC = 512;  // deepest K block: an A micro-panel is kMR·kKC·4 = 16 KiB
+constexpr int kMC = 192;  // rows of a packed A block
+constexpr int kNC = 384;  // columns of a packed B block: kKC·kNC·4 = 768 KiB, in L2
 
 // A 64-byte aligned, grow-only scratch buffer; one per thread for each pack.
 class PackBuffer {
@@ -108,11 +107,10 @@ HPMC_AVX512_INLINE void transpose8x8(const float* src, ptrdiff_t lds, int rows, 
   __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
   __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
   __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  __m256 out[8] = {
-      _mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
-      _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
-      _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
-      _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+  __m256 out[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+                   _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+                   _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+                   _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
   for (int c = 0; c < cols; ++c) _mm256_storeu_ps(dst + c * ldd, out[c]);
 }
 
@@ -150,8 +148,7 @@ HPMC_AVX512_INLINE void transpose8x16(const __m512 r[8], __m256 out[16]) {
 // dst[c·ldd + r] = src[r·lds + c] for r < 8, c < 16: the full-size case of
 // the packs' transposes (whole cache lines in), about twice as fast per
 // float as 8×8.
-HPMC_AVX512_INLINE void transpose8x16(const float* src, ptrdiff_t lds, float* dst,
-                                      ptrdiff_t ldd) {
+HPMC_AVX512_INLINE void transpose8x16(const float* src, ptrdiff_t lds, float* dst, ptrdiff_t ldd) {
   __m512 r[8];
   for (int i = 0; i < 8; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
   __m256 out[16];
@@ -166,7 +163,8 @@ HPMC_AVX512_INLINE void transpose_rows8(const float* src, ptrdiff_t lds, int row
   int c = 0;
   if (rows == 8)
     for (; c + 16 <= cols; c += 16) transpose8x16(src + c, lds, dst + c * ldd, ldd);
-  for (; c < cols; c += 8) transpose8x8(src + c, lds, rows, std::min(8, cols - c), dst + c * ldd, ldd);
+  for (; c < cols; c += 8)
+    transpose8x8(src + c, lds, rows, std::min(8, cols - c), dst + c * ldd, ldd);
 }
 
 // Ap ← op(A)[i0 : i0+mc, p0 : p0+kc] as kMR-row micro-panels: element (i, p)
@@ -261,8 +259,8 @@ HPMC_AVX512_INLINE void store_transposed(const __m512 (&acc)[kMR][NV], float* c,
 // kStoreT: the tile is of C^T, so element (i, j) is stored at c[j·ldc + i].
 template <int NV, bool kRowsA, bool kStoreT>
 HPMC_AVX512 void micro_kernel(int kc, const float* __restrict a, ptrdiff_t a_step,
-                              const float* __restrict b, ptrdiff_t b_step, float* c,
-                              ptrdiff_t ldc, int mr, int nr, float alpha, float beta) {
+                              const float* __restrict b, ptrdiff_t b_step, float* c, ptrdiff_t ldc,
+                              int mr, int nr, float alpha, float beta) {
   constexpr int NR = 16 * NV;
   __m512 acc[kMR][NV];
 #pragma GCC unroll 8
@@ -316,9 +314,10 @@ HPMC_AVX512 void micro_kernel(int kc, const float* __restrict a, ptrdiff_t a_ste
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       float* cp = c + i * ldc + 16 * v;
-      __m512 r = beta == 0.f ? _mm512_mul_ps(va, acc[i][v])
-                             : _mm512_fmadd_ps(va, acc[i][v],
-                                               _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask[v], cp)));
+      __m512 r = beta == 0.f
+                     ? _mm512_mul_ps(va, acc[i][v])
+                     : _mm512_fmadd_ps(va, acc[i][v],
+                                       _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask[v], cp)));
       _mm512_mask_storeu_ps(cp, mask[v], r);
     }
   }
@@ -381,8 +380,8 @@ HPMC_AVX512 void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, f
           for (int jr = 0; jr < nc; jr += NR) {
             const int nr = std::min(NR, nc - jr);
             const bool b_packed = !direct.b || jr >= nc_full;
-            const float* b_panel = b_packed ? (direct.b ? bp : bp + ptrdiff_t(jr) * kc)
-                                            : b + pc * ldb + jc + jr;
+            const float* b_panel =
+                b_packed ? (direct.b ? bp : bp + ptrdiff_t(jr) * kc) : b + pc * ldb + jc + jr;
             const ptrdiff_t b_step = b_packed ? NR : ldb;
             float* c_tile = kStoreT ? c + (jc + jr) * ldc + ic + ir : c + (ic + ir) * ldc + jc + jr;
             if (a_packed)

@@ -382,7 +382,8 @@ void conv2d_gemm_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
     // partial dW [K, CRS] += dy_n [K, PQ] · col^T [PQ, CRS]
     gemm(false, true, sh.K, rows, cols, T(1), dyn, cols, col, cols, T(1), pdw, rows);
     if (pdb)
-      for (int k = 0; k < sh.K; ++k) pdb[k] += T(conv_detail::sum_in_double(dyn + size_t(k) * cols, cols));
+      for (int k = 0; k < sh.K; ++k)
+        pdb[k] += T(conv_detail::sum_in_double(dyn + size_t(k) * cols, cols));
   }
   conv_detail::reduce_in_thread_order(ws.dw, ws.used, wcount, dw);
   if (db) conv_detail::reduce_in_thread_order(ws.db, ws.used, size_t(sh.K), db);
