@@ -17,7 +17,10 @@
 // always runs full tiles and only its store is masked. A transposed operand
 // (K contiguous in memory) is packed through 8×16 register transposes. Where
 // packing would not pay (choose_direct), whole panels of A, and of B when M
-// is short, are read in place and only a ragged last panel is packed.
+// is short, are read in place and only a ragged last panel is packed. When B
+// is transposed and larger than A, the product is run as C^T = B·op(A)^T
+// with a transposing store, so that the smaller operand is the one
+// transposed (sgemm_avx512).
 //
 // The micro-kernel keeps a kMR × NR tile of C in kMR·NV zmm registers
 // (NR = 16·NV; NV = 3 gives 24 accumulators): per k it loads NV vectors of
