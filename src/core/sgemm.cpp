@@ -31,9 +31,12 @@ SgemmPath decide_path() {
 
 bool sgemm_avx512_supported() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                         __builtin_cpu_supports("fma");
+  // libgcc's CPU model is filled by a constructor; initialise it here in case
+  // this runs from another static initialiser first. The check includes the
+  // OS's support for the ZMM register state (XGETBV).
+  static const bool ok = (__builtin_cpu_init(), true) && __builtin_cpu_supports("avx512f") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
   return ok;
 #else
   return false;
