@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_runner.h"
 #include "core/rng.h"
 #include "core/sgemm.h"
 #include "testing.h"
@@ -207,6 +208,36 @@ TEST(Sgemm, Avx512RepeatsAreBitIdentical) {
                700);
   sgemm_avx512(false, false, 300, 90, 700, 1.f, a.data(), 700, b.data(), 90, 0.f, c2.data(), 90);
   EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)));
+}
+
+// HPMC_GEMM picks the path for the whole process, as `hpmc info` reports;
+// an unknown value is a usage error.
+TEST(Sgemm, EnvironmentChoosesThePath) {
+  auto info = [](const std::string& env) {
+    testing::TempDir tmp;
+    const std::string cmd = env + " '" + testing::hpmc_binary() + "' info >'" + tmp.file("out") +
+                            "' 2>'" + tmp.file("err") + "' </dev/null";
+    const int status = std::system(cmd.c_str());
+    testing::CliResult r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = testing::slurp(tmp.file("out"));
+    r.err = testing::slurp(tmp.file("err"));
+    return r;
+  };
+  testing::CliResult r = info("HPMC_GEMM=openblas");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("float GEMM   : openblas"), std::string::npos) << r.out;
+
+  r = info("HPMC_GEMM=auto");
+  EXPECT_EQ(r.code, 0) << r.err;
+  const char* expected =
+      sgemm_avx512_supported() ? "float GEMM   : hpmc avx512" : "float GEMM   : openblas";
+  EXPECT_NE(r.out.find(expected), std::string::npos) << r.out;
+
+  r = info("HPMC_GEMM=fastest");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("HPMC_GEMM=fastest: expected openblas, avx512 or auto"), std::string::npos)
+      << r.err;
 }
 
 }  // namespace
