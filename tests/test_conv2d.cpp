@@ -219,7 +219,10 @@ TEST(Conv2dIm2col, Col2imIsTheAdjointOfIm2col) {
   Rng rng(11);
   for (const Conv2dShape& sh :
        {make_conv2d_shape(1, 2, 7, 5, 1, 3, 3, 2, 1), make_conv2d_shape(1, 3, 6, 9, 1, 3, 2, 1, 2),
-        make_conv2d_shape(1, 1, 5, 5, 1, 5, 5, 3, 2)}) {
+        make_conv2d_shape(1, 1, 5, 5, 1, 5, 5, 3, 2),
+        // stride 1 with Q == W: the shifted-block paths of im2col and col2im
+        make_conv2d_shape(1, 2, 6, 7, 1, 3, 3, 1, 1), make_conv2d_shape(1, 2, 4, 4, 1, 5, 5, 1, 2),
+        make_conv2d_shape(1, 2, 3, 5, 1, 1, 3, 1, 1)}) {
     SCOPED_TRACE(str("C", sh.C, " ", sh.H, "x", sh.W, " RxS ", sh.R, "x", sh.S, " s", sh.stride,
                      " p", sh.pad));
     const size_t ncol = size_t(sh.col_rows()) * sh.col_cols();
@@ -232,6 +235,36 @@ TEST(Conv2dIm2col, Col2imIsTheAdjointOfIm2col) {
     for (size_t i = 0; i < ncol; ++i) lhs += col[i] * c[i];
     for (size_t i = 0; i < x.size(); ++i) rhs += x[i] * back[i];
     EXPECT_NEAR(lhs, rhs, 1e-12 * std::max(1.0, std::fabs(lhs)));
+  }
+}
+
+TEST(Conv2dIm2col, MatchesItsDefinition) {
+  // col[(c, r, s), (p, q)] = x[c, p·stride - pad + r, q·stride - pad + s], or 0
+  // in the padding; over shapes that take the shifted-block path (stride 1,
+  // Q == W, including rows wholly in the padding) and shapes that do not.
+  Rng rng(12);
+  for (const Conv2dShape& sh :
+       {make_conv2d_shape(1, 2, 6, 7, 1, 3, 3, 1, 1), make_conv2d_shape(1, 2, 4, 4, 1, 5, 5, 1, 2),
+        make_conv2d_shape(1, 2, 3, 5, 1, 1, 3, 1, 1), make_conv2d_shape(1, 2, 2, 2, 1, 5, 5, 1, 2),
+        make_conv2d_shape(1, 2, 7, 5, 1, 3, 3, 2, 1),
+        make_conv2d_shape(1, 3, 6, 9, 1, 3, 2, 1, 2)}) {
+    SCOPED_TRACE(str("C", sh.C, " ", sh.H, "x", sh.W, " RxS ", sh.R, "x", sh.S, " s", sh.stride,
+                     " p", sh.pad));
+    auto x = random_vector(sh.in_sample(), rng);
+    std::vector<double> col(size_t(sh.col_rows()) * sh.col_cols(), NAN);
+    cpu::im2col(sh, x.data(), col.data());
+    for (int c = 0; c < sh.C; ++c)
+      for (int r = 0; r < sh.R; ++r)
+        for (int s = 0; s < sh.S; ++s)
+          for (int p = 0; p < sh.P; ++p)
+            for (int q = 0; q < sh.Q; ++q) {
+              const int ih = p * sh.stride - sh.pad + r, iw = q * sh.stride - sh.pad + s;
+              const bool inside = ih >= 0 && ih < sh.H && iw >= 0 && iw < sh.W;
+              const double want = inside ? x[(size_t(c) * sh.H + ih) * sh.W + iw] : 0.0;
+              const size_t at = (size_t((c * sh.R + r) * sh.S + s) * sh.P + p) * sh.Q + q;
+              ASSERT_EQ(col[at], want)
+                  << "c" << c << " r" << r << " s" << s << " p" << p << " q" << q;
+            }
   }
 }
 

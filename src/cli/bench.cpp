@@ -27,6 +27,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/profiler.h"
+#include "core/sgemm.h"
 #include "core/threads.h"
 #include "model/batches.h"
 #include "model/trainer.h"
@@ -218,6 +219,7 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
       << ", threads " << threads << ", data "
       << (cfg.data.synthetic ? "synthetic" : str("real (", cfg.data.path, ")")) << "\n";
   out << "  " << peak_line << "\n";
+  if (!on_gpu) out << "  CPU GEMM: " << sgemm_path_name(sgemm_path()) << " (float)\n";
   out << "  work: " << fmt("%.4g", step_flops / bs / 1e6) << " MFLOP per training sample ("
       << fmt("%.4g", step_flops / 1e9)
       << " GFLOP per step; forward + backward matrix products, 2 FLOPs per multiply-add)\n";

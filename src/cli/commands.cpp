@@ -5,6 +5,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/sgemm.h"
 #include "core/threads.h"
 #include "model/registry.h"
 
@@ -40,6 +41,9 @@ void cmd_info(std::ostream& out) {
   out << "  CPU          : " << cpu_model_and_features() << "\n";
   out << "  CPU threads  : " << configure_threads() << " (OpenMP; OpenBLAS pinned to 1)\n";
   out << "  OpenBLAS     : " << openblas_get_config() << "\n";
+  out << "  float GEMM   : " << sgemm_path_name(sgemm_path())
+      << (sgemm_avx512_supported() ? "" : " (no AVX-512 on this CPU)")
+      << "; HPMC_GEMM=openblas|avx512|auto\n";
   out << "  impls        : cpu"
       << (gpu::compiled_with_cuda() ? (gpu::device_count() > 0 ? ", naive, tiled, im2col"
                                                                 : " (naive, tiled, im2col: no usable GPU)")

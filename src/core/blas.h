@@ -1,18 +1,21 @@
-// blas.h — row-major GEMM for float and double through OpenBLAS's CBLAS.
+// blas.h — row-major GEMM for float and double.
 //
 // C[M×N] = alpha · op(A) · op(B) + beta · C, all row-major with leading
-// dimensions lda/ldb/ldc. The double overload lets tests run the very same
-// layer code in double precision for finite-difference gradient checks.
+// dimensions lda/ldb/ldc. Float goes to hpmc's own SGEMM (sgemm.h: an
+// AVX-512 kernel where the CPU has it, else OpenBLAS); double goes to
+// OpenBLAS and lets tests run the very same layer code in double precision
+// for finite-difference gradient checks.
 #pragma once
 
 #include <cblas.h>
+
+#include "core/sgemm.h"
 
 namespace hpmc {
 
 inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
                  int lda, const float* b, int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, double alpha, const double* a,

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/sgemm.h"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -13,6 +15,7 @@ namespace hpmc {
 
 int configure_threads(int n) {
   openblas_set_num_threads(1);
+  sgemm_path();  // resolve HPMC_GEMM now, outside any parallel region (sgemm.h)
 #ifdef _OPENMP
   if (n <= 0) {
     const char* env = std::getenv("OMP_NUM_THREADS");

@@ -153,44 +153,87 @@ inline void valid_range(int offset, int stride, int limit, int count, int& lo, i
 // channel c, or 0 where that falls in the padding.
 template <typename T>
 void im2col(const Conv2dShape& sh, const T* x_img, T* col) {
-  const int Q = sh.Q;
+  const int P = sh.P, Q = sh.Q;
+  // Stride 1 with Q == W (a "same" convolution): output (p, q) reads pixel
+  // (p + r - pad)·W + q + s - pad of the plane, so the rows of a tap that see
+  // the image are one shifted copy of the plane; what the copy carries across
+  // a row end lands in the padding columns and is zeroed after.
+  const bool shifted_copy = sh.stride == 1 && Q == sh.W;
   for (int c = 0; c < sh.C; ++c)
     for (int r = 0; r < sh.R; ++r)
       for (int s = 0; s < sh.S; ++s) {
-        T* row = col + size_t((c * sh.R + r) * sh.S + s) * sh.P * Q;
-        int lo, hi;
+        T* row = col + size_t((c * sh.R + r) * sh.S + s) * P * Q;
+        const T* plane = x_img + size_t(c) * sh.H * sh.W;
+        int lo, hi, plo, phi;
         conv_detail::valid_range(s - sh.pad, sh.stride, sh.W, Q, lo, hi);
-        for (int p = 0; p < sh.P; ++p) {
+        conv_detail::valid_range(r - sh.pad, sh.stride, sh.H, P, plo, phi);
+        // Plain loops rather than std::fill/std::copy: the runs are short
+        // (one output row), and library calls per run cost more than the run.
+        if (shifted_copy && plo < phi && lo < hi) {
+          const ptrdiff_t shift = ptrdiff_t(r - sh.pad) * sh.W + (s - sh.pad);
+          const ptrdiff_t begin = ptrdiff_t(plo) * Q + lo, end = ptrdiff_t(phi - 1) * Q + hi;
+          for (ptrdiff_t i = 0; i < begin; ++i) row[i] = T(0);
+          for (ptrdiff_t i = begin; i < end; ++i) row[i] = plane[i + shift];
+          for (ptrdiff_t i = end; i < ptrdiff_t(P) * Q; ++i) row[i] = T(0);
+          if (lo > 0 || hi < Q)
+            for (int p = plo; p < phi; ++p) {
+              T* out = row + size_t(p) * Q;
+              for (int q = 0; q < lo; ++q) out[q] = T(0);
+              for (int q = hi; q < Q; ++q) out[q] = T(0);
+            }
+          continue;
+        }
+        for (int p = 0; p < P; ++p) {
           T* out = row + size_t(p) * Q;
-          int ih = p * sh.stride - sh.pad + r;
-          if (ih < 0 || ih >= sh.H) {
-            std::fill(out, out + Q, T(0));
+          if (p < plo || p >= phi) {
+            for (int q = 0; q < Q; ++q) out[q] = T(0);
             continue;
           }
-          const T* in = x_img + (size_t(c) * sh.H + ih) * sh.W + (s - sh.pad);
-          std::fill(out, out + lo, T(0));
-          for (int q = lo; q < hi; ++q) out[q] = in[q * sh.stride];
-          std::fill(out + hi, out + Q, T(0));
+          const T* in = plane + size_t(p * sh.stride - sh.pad + r) * sh.W + (s - sh.pad);
+          int q = 0;
+          for (; q < lo; ++q) out[q] = T(0);
+          for (; q < hi; ++q) out[q] = in[q * sh.stride];
+          for (; q < Q; ++q) out[q] = T(0);
         }
       }
 }
 
 // The transpose of im2col: ADDS each column entry back onto the pixel it was
-// taken from (overlapping taps sum). The caller zeroes dx_img first.
+// taken from (overlapping taps sum). The caller zeroes dx_img first. `col` is
+// scratch: its entries that fall in the padding (which col2im drops) may be
+// overwritten with zeros.
 template <typename T>
-void col2im(const Conv2dShape& sh, const T* col, T* dx_img) {
-  const int Q = sh.Q;
+void col2im(const Conv2dShape& sh, T* col, T* dx_img) {
+  const int P = sh.P, Q = sh.Q;
+  // As in im2col, a stride-1 "same" convolution maps a tap's valid rows onto
+  // the plane by one shift. Zeroing the entries that would wrap across a row
+  // end makes the whole block one run of adds: adding +0 leaves any pixel as
+  // it was (dx is never -0: it starts at +0). Each pixel still gets its taps
+  // in (r, s) order, so the sums round as before.
+  const bool shifted_add = sh.stride == 1 && Q == sh.W;
   for (int c = 0; c < sh.C; ++c)
     for (int r = 0; r < sh.R; ++r)
       for (int s = 0; s < sh.S; ++s) {
-        const T* row = col + size_t((c * sh.R + r) * sh.S + s) * sh.P * Q;
-        int lo, hi;
+        T* row = col + size_t((c * sh.R + r) * sh.S + s) * P * Q;
+        T* plane = dx_img + size_t(c) * sh.H * sh.W;
+        int lo, hi, plo, phi;
         conv_detail::valid_range(s - sh.pad, sh.stride, sh.W, Q, lo, hi);
-        for (int p = 0; p < sh.P; ++p) {
-          int ih = p * sh.stride - sh.pad + r;
-          if (ih < 0 || ih >= sh.H) continue;
+        conv_detail::valid_range(r - sh.pad, sh.stride, sh.H, P, plo, phi);
+        if (shifted_add && plo < phi && lo < hi) {
+          if (lo > 0 || hi < Q)
+            for (int p = plo; p < phi; ++p) {
+              T* in = row + size_t(p) * Q;
+              for (int q = 0; q < lo; ++q) in[q] = T(0);
+              for (int q = hi; q < Q; ++q) in[q] = T(0);
+            }
+          const ptrdiff_t shift = ptrdiff_t(r - sh.pad) * sh.W + (s - sh.pad);
+          const ptrdiff_t begin = ptrdiff_t(plo) * Q + lo, end = ptrdiff_t(phi - 1) * Q + hi;
+          for (ptrdiff_t i = begin; i < end; ++i) plane[i + shift] += row[i];
+          continue;
+        }
+        for (int p = plo; p < phi; ++p) {
           const T* in = row + size_t(p) * Q;
-          T* out = dx_img + (size_t(c) * sh.H + ih) * sh.W + (s - sh.pad);
+          T* out = plane + size_t(p * sh.stride - sh.pad + r) * sh.W + (s - sh.pad);
           for (int q = lo; q < hi; ++q) out[q * sh.stride] += in[q];
         }
       }
@@ -240,6 +283,21 @@ void reduce_in_thread_order(const std::vector<std::vector<T>>& parts, const std:
       if (used[t]) acc += parts[t][i];
     out[i] += acc;
   }
+}
+
+// Σ d[0..n) in double. A whole output plane (1024 values at 32x32) summed in
+// float would lose ~1e-5. One running double sum is a chain of dependent adds
+// (4 cycles each), which costs more than the gemm where the layer is wide
+// and shallow (256 channels from 3), so eight interleaved partial sums run
+// side by side (and vectorise), then combine in a fixed order.
+template <typename T>
+double sum_in_double(const T* d, int n) {
+  double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) part[j] += double(d[i + j]);
+  for (int j = 0; i < n; ++i, ++j) part[j] += double(d[i]);
+  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
 
 // Fill each output plane of one image with its bias, so the gemm can add
@@ -324,14 +382,8 @@ void conv2d_gemm_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
     // partial dW [K, CRS] += dy_n [K, PQ] · col^T [PQ, CRS]
     gemm(false, true, sh.K, rows, cols, T(1), dyn, cols, col, cols, T(1), pdw, rows);
     if (pdb)
-      for (int k = 0; k < sh.K; ++k) {
-        // A whole output plane (1024 values at 32x32) summed in float would
-        // lose ~1e-5; a double accumulator costs nothing next to the gemm.
-        const T* d = dyn + size_t(k) * cols;
-        double acc = 0;
-        for (int i = 0; i < cols; ++i) acc += double(d[i]);
-        pdb[k] += T(acc);
-      }
+      for (int k = 0; k < sh.K; ++k)
+        pdb[k] += T(conv_detail::sum_in_double(dyn + size_t(k) * cols, cols));
   }
   conv_detail::reduce_in_thread_order(ws.dw, ws.used, wcount, dw);
   if (db) conv_detail::reduce_in_thread_order(ws.db, ws.used, size_t(sh.K), db);

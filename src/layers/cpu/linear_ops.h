@@ -85,11 +85,16 @@ void linear_backward_params(int batch, int in, int out, const T* x, const T* dy,
     if (o0 >= o1) continue;
     gemm(true, false, o1 - o0, in, batch, T(1), dy + o0, out, x, in, T(1), dw + size_t(o0) * in,
          in);
-    if (db)
-      for (int o = o0; o < o1; ++o) {
-        T acc = 0;
-        for (int n = 0; n < batch; ++n) acc += dy[size_t(n) * out + o];
-        db[o] += acc;
+    if (db)  // column sums of dy: for each o the n-sum runs in order, as a
+             // plain loop would, but o is innermost so the adds vectorise
+      for (int ob = o0; ob < o1; ob += 64) {
+        const int oe = std::min(o1, ob + 64);
+        T acc[64] = {};
+        for (int n = 0; n < batch; ++n) {
+          const T* row = dy + size_t(n) * out;
+          for (int o = ob; o < oe; ++o) acc[o - ob] += row[o];
+        }
+        for (int o = ob; o < oe; ++o) db[o] += acc[o - ob];
       }
   }
 }

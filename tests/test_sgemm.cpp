@@ -1,0 +1,244 @@
+// SGEMM (core/sgemm.h): both paths, hpmc's AVX-512 kernel and OpenBLAS,
+// against a double-precision reference over a sweep of shapes (1, odd,
+// primes, not multiples of the tile or block sizes, k = 0, m or n = 0), all
+// four transpose combinations, alpha/beta (beta = 0 over a NaN-poisoned C),
+// leading dimensions wider than the rows with guard values that must stay
+// untouched; then the determinism the linear layer relies on: a product cut
+// by rows or columns over several calls gives the same bits as one call.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cli_runner.h"
+#include "core/rng.h"
+#include "core/sgemm.h"
+#include "testing.h"
+
+namespace hpmc {
+namespace {
+
+using SgemmFn = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int,
+                         float, float*, int);
+
+struct Case {
+  bool ta, tb;
+  int m, n, k;
+  float alpha, beta;
+  int pad;  // extra columns in every leading dimension
+
+  std::string name() const {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%s%s m=%d n=%d k=%d alpha=%g beta=%g pad=%d", ta ? "T" : "N",
+                  tb ? "T" : "N", m, n, k, alpha, beta, pad);
+    return buf;
+  }
+};
+
+constexpr float kGuard = -12345.f;  // in C's padding columns: must survive
+
+// Runs one case through `fn` and checks every element of C against a double
+// reference within the worst-case float bound for a k-term sum,
+// (k + 2)·eps·(|alpha|·Σ|a||b| + |beta·c0|), and that C's padding is untouched.
+void check_case(SgemmFn fn, const Case& cs, uint64_t seed) {
+  SCOPED_TRACE(cs.name());
+  Rng rng(seed);
+  // Stored shapes: A is m×k (k×m if transposed), B is k×n (n×k if transposed).
+  const int a_rows = cs.ta ? cs.k : cs.m, a_cols = cs.ta ? cs.m : cs.k;
+  const int b_rows = cs.tb ? cs.n : cs.k, b_cols = cs.tb ? cs.k : cs.n;
+  const int lda = a_cols + cs.pad, ldb = b_cols + cs.pad, ldc = cs.n + cs.pad;
+  // Leading dimensions of at least 1, as BLAS requires even for empty matrices.
+  std::vector<float> a(size_t(a_rows) * std::max(lda, 1) + 1),
+      b(size_t(b_rows) * std::max(ldb, 1) + 1), c(size_t(cs.m) * std::max(ldc, 1) + 1);
+  for (auto& v : a) v = rng.uniform(-1.f, 1.f);
+  for (auto& v : b) v = rng.uniform(-1.f, 1.f);
+  const bool poison = cs.beta == 0.f;
+  for (int i = 0; i < cs.m; ++i)
+    for (int j = 0; j < ldc; ++j)
+      c[size_t(i) * ldc + j] = j >= cs.n ? kGuard
+                               : poison  ? std::numeric_limits<float>::quiet_NaN()
+                                         : rng.uniform(-1.f, 1.f);
+  const std::vector<float> c0 = c;
+
+  fn(cs.ta, cs.tb, cs.m, cs.n, cs.k, cs.alpha, a.data(), std::max(lda, 1), b.data(),
+     std::max(ldb, 1), cs.beta, c.data(), std::max(ldc, 1));
+
+  const double eps = std::numeric_limits<float>::epsilon();
+  int bad = 0;
+  for (int i = 0; i < cs.m && bad < 5; ++i)
+    for (int j = 0; j < ldc && bad < 5; ++j) {
+      const size_t at = size_t(i) * ldc + j;
+      if (j >= cs.n) {
+        if (c[at] != kGuard) {
+          ADD_FAILURE() << "C padding (" << i << ", " << j << ") overwritten: " << c[at];
+          ++bad;
+        }
+        continue;
+      }
+      double sum = 0, mag = 0;
+      if (cs.alpha != 0.f)
+        for (int p = 0; p < cs.k; ++p) {
+          double x = cs.ta ? a[size_t(p) * lda + i] : a[size_t(i) * lda + p];
+          double y = cs.tb ? b[size_t(j) * ldb + p] : b[size_t(p) * ldb + j];
+          sum += x * y;
+          mag += std::fabs(x * y);
+        }
+      double ref = double(cs.alpha) * sum, scale = std::fabs(double(cs.alpha)) * mag;
+      if (cs.beta != 0.f) {
+        ref += double(cs.beta) * c0[at];
+        scale += std::fabs(double(cs.beta) * c0[at]);
+      }
+      const double tol = (cs.k + 2) * eps * scale + 1e-30;
+      if (!(std::fabs(c[at] - ref) <= tol)) {
+        ADD_FAILURE() << "C(" << i << ", " << j << ") = " << c[at] << ", reference " << ref
+                      << ", |error| " << std::fabs(c[at] - ref) << " > " << tol;
+        ++bad;
+      }
+    }
+}
+
+// Shapes around the tile (8 × 16/32/48) and block (K 512, M 192, N 384)
+// sizes, degenerate ones, and the products the layers make.
+std::vector<Case> sweep() {
+  const int shapes[][3] = {{1, 1, 1},       {1, 1, 0},      {0, 5, 3},    {5, 0, 3},
+                           {2, 3, 5},       {7, 13, 29},    {8, 16, 8},   {9, 17, 9},
+                           {8, 48, 512},    {9, 49, 513},   {17, 31, 1},  {13, 10, 160},
+                           {5, 784, 64},    {64, 160, 784}, {31, 97, 37}, {193, 47, 19},
+                           {11, 385, 1031}, {23, 33, 2},    {3, 1, 100},  {1, 100, 3}};
+  std::vector<Case> cases;
+  for (const auto& s : shapes)
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      cases.push_back({ta, tb, s[0], s[1], s[2], 1.f, 0.f, 0});
+      cases.push_back({ta, tb, s[0], s[1], s[2], 1.f, 1.f, 3});
+      cases.push_back({ta, tb, s[0], s[1], s[2], -1.5f, 0.f, 1});
+      cases.push_back({ta, tb, s[0], s[1], s[2], 0.5f, -2.f, 17});
+    }
+  // alpha = 0 only scales C.
+  cases.push_back({false, false, 9, 21, 5, 0.f, 0.f, 2});
+  cases.push_back({true, true, 9, 21, 5, 0.f, 0.75f, 2});
+  return cases;
+}
+
+void run_sweep(SgemmFn fn) {
+  uint64_t seed = 1;
+  for (const Case& cs : sweep()) check_case(fn, cs, seed++);
+  // Large-ish: several blocks in every dimension and ragged edges.
+  for (int t = 0; t < 4; ++t)
+    check_case(fn, {bool(t & 1), bool(t & 2), 300, 517, 1031, 1.f, 1.f, 5}, seed++);
+}
+
+#define SKIP_WITHOUT_AVX512()                                                          \
+  do {                                                                                 \
+    if (!sgemm_avx512_supported())                                                     \
+      GTEST_SKIP() << "this CPU lacks AVX-512 (F, VL, BW, DQ): hpmc's kernel not run"; \
+  } while (0)
+
+TEST(Sgemm, Avx512MatchesDoubleReference) {
+  SKIP_WITHOUT_AVX512();
+  run_sweep(sgemm_avx512);
+}
+
+TEST(Sgemm, OpenBlasMatchesDoubleReference) { run_sweep(sgemm_openblas); }
+
+TEST(Sgemm, DispatchedPathMatchesDoubleReference) {
+  std::printf("  sgemm path: %s\n", sgemm_path_name(sgemm_path()));
+  run_sweep(sgemm);
+}
+
+// C = op(A)·op(B) computed whole and in pieces of rows and of columns, as
+// linear_ops.h splits it over threads: the avx512 path must give the same
+// bits, since each element's sum order depends on k only.
+TEST(Sgemm, Avx512SplitsAreBitIdentical) {
+  SKIP_WITHOUT_AVX512();
+  const int m = 64, n = 200, k = 1100;
+  Rng rng(7);
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    SCOPED_TRACE(std::string(ta ? "T" : "N") + (tb ? "T" : "N"));
+    std::vector<float> a(size_t(m) * k), b(size_t(k) * n), bias(size_t(m) * n);
+    for (auto& v : a) v = rng.uniform(-1.f, 1.f);
+    for (auto& v : b) v = rng.uniform(-1.f, 1.f);
+    for (auto& v : bias) v = rng.uniform(-1.f, 1.f);
+    const int lda = ta ? m : k, ldb = tb ? k : n;
+    auto a_at = [&](int i0) { return ta ? a.data() + i0 : a.data() + size_t(i0) * lda; };
+    auto b_at = [&](int j0) { return tb ? b.data() + size_t(j0) * ldb : b.data() + j0; };
+
+    std::vector<float> whole = bias;
+    sgemm_avx512(ta, tb, m, n, k, 1.f, a.data(), lda, b.data(), ldb, 1.f, whole.data(), n);
+
+    // Columns in uneven pieces (widths 1, 16, 37, 146 pick different tiles).
+    std::vector<float> by_cols = bias;
+    const int col_cuts[] = {0, 1, 17, 54, n};
+    for (int p = 0; p + 1 < 5; ++p) {
+      const int j0 = col_cuts[p], j1 = col_cuts[p + 1];
+      sgemm_avx512(ta, tb, m, j1 - j0, k, 1.f, a.data(), lda, b_at(j0), ldb, 1.f,
+                   by_cols.data() + j0, n);
+    }
+    // Rows in uneven pieces.
+    std::vector<float> by_rows = bias;
+    const int row_cuts[] = {0, 3, 40, m};
+    for (int p = 0; p + 1 < 4; ++p) {
+      const int i0 = row_cuts[p], i1 = row_cuts[p + 1];
+      sgemm_avx512(ta, tb, i1 - i0, n, k, 1.f, a_at(i0), lda, b.data(), ldb, 1.f,
+                   by_rows.data() + size_t(i0) * n, n);
+    }
+    EXPECT_EQ(0, std::memcmp(whole.data(), by_cols.data(), whole.size() * sizeof(float)))
+        << "column pieces differ from one call";
+    EXPECT_EQ(0, std::memcmp(whole.data(), by_rows.data(), whole.size() * sizeof(float)))
+        << "row pieces differ from one call";
+  }
+}
+
+// Repeated calls give the same bits (no state leaks between calls through
+// the per-thread pack buffers).
+TEST(Sgemm, Avx512RepeatsAreBitIdentical) {
+  SKIP_WITHOUT_AVX512();
+  Rng rng(3);
+  std::vector<float> a(300 * 700), b(700 * 90);
+  for (auto& v : a) v = rng.uniform(-1.f, 1.f);
+  for (auto& v : b) v = rng.uniform(-1.f, 1.f);
+  std::vector<float> c1(300 * 90), c2(300 * 90);
+  sgemm_avx512(false, false, 300, 90, 700, 1.f, a.data(), 700, b.data(), 90, 0.f, c1.data(), 90);
+  // A different shape in between grows and refills the buffers.
+  std::vector<float> scratch(700 * 700);
+  sgemm_avx512(true, true, 700, 700, 90, 1.f, b.data(), 700, b.data(), 90, 0.f, scratch.data(),
+               700);
+  sgemm_avx512(false, false, 300, 90, 700, 1.f, a.data(), 700, b.data(), 90, 0.f, c2.data(), 90);
+  EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)));
+}
+
+// HPMC_GEMM picks the path for the whole process, as `hpmc info` reports;
+// an unknown value is a usage error.
+TEST(Sgemm, EnvironmentChoosesThePath) {
+  auto info = [](const std::string& env) {
+    testing::TempDir tmp;
+    const std::string cmd = env + " '" + testing::hpmc_binary() + "' info >'" + tmp.file("out") +
+                            "' 2>'" + tmp.file("err") + "' </dev/null";
+    const int status = std::system(cmd.c_str());
+    testing::CliResult r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = testing::slurp(tmp.file("out"));
+    r.err = testing::slurp(tmp.file("err"));
+    return r;
+  };
+  testing::CliResult r = info("HPMC_GEMM=openblas");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("float GEMM   : openblas"), std::string::npos) << r.out;
+
+  r = info("HPMC_GEMM=auto");
+  EXPECT_EQ(r.code, 0) << r.err;
+  const char* expected =
+      sgemm_avx512_supported() ? "float GEMM   : hpmc avx512" : "float GEMM   : openblas";
+  EXPECT_NE(r.out.find(expected), std::string::npos) << r.out;
+
+  r = info("HPMC_GEMM=fastest");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("HPMC_GEMM=fastest: expected openblas, avx512 or auto"), std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace hpmc
