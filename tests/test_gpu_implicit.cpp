@@ -521,6 +521,34 @@ TEST(GpuImplicit, ConvLargeTiles) {
               700);
 }
 
+// Shapes for which the heuristic picks the wide tiles on an H100
+// (ImplicitPlan.WideTileChoices pins them): 128×256 for the forward of
+// 32→256 at 121×121 (M = 14641: 115 blocks, the last partial), 256×128 with
+// two slices for the forward of 64→128 at 120×120 (57 blocks, the last
+// partial). Each is also run twice for identical bits.
+TEST(GpuImplicit, ConvWideTiles) {
+  HPMC_REQUIRE_GPU();
+  check_convs({{1, 32, 121, 121, 256, 3, 3, 1, 1}, {1, 64, 120, 120, 128, 3, 3, 1, 1}}, 750);
+  for (const ConvCase& cc : std::vector<ConvCase>{{1, 32, 121, 121, 256, 3, 3, 1, 1},
+                                                  {1, 64, 120, 120, 128, 3, 3, 1, 1}}) {
+    const Conv2dShape s = cc.shape();
+    SCOPED_TRACE(describe(s));
+    Rng rng(760);
+    const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
+    const std::vector<float> w = random_floats(s.weight_count(), rng);
+    auto dx_in = input(x), dw_in = input(w);
+    std::vector<float> out[2];
+    for (int run = 0; run < 2; ++run) {
+      DevArray y(size_t(s.N) * s.out_sample());
+      y.upload(std::vector<float>(y.size(), kNaN), kGuard);
+      imp::conv2d_forward(s, dx_in->ptr(), dw_in->ptr(), nullptr, y.ptr());
+      finish("implicit conv2d_forward (wide, determinism)");
+      out[run] = y.payload();
+    }
+    EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4));
+  }
+}
+
 // No bias (db null) and every array off 16-byte alignment (scalar epilogues).
 TEST(GpuImplicit, ConvNoBiasAndMisaligned) {
   HPMC_REQUIRE_GPU();
@@ -683,12 +711,16 @@ TEST(GpuImplicit, ConvEmptyBatch) {
 
 // ---- every plan on the GEMM path (implicit_conv.h) -------------------------------------
 //
-// Each pass of each shape under every tile configuration, with and without
-// split-K (3 slices, and as many as there are k-tiles), and with both GEMM_K
-// orders where the tap-major one applies: forward needs C % 8 == 0 and
-// K % 4 == 0, backward_data stride 1, K % 8 == 0 and C % 4 == 0. The shapes
-// give partial tiles along M and N, several taps per k-tile row of channels
-// (C = 8, 16, 40), a 5×5 window, an asymmetric 2×3 one, stride 2 and 1×1.
+// Each pass of each shape under every tile configuration (both engines), with
+// and without split-K (3 slices, and as many as there are k-tiles: slices of
+// one k-tile, shorter than the pipelines), and with both GEMM_K orders where
+// the tap-major one applies: forward needs C % 8 == 0 and K % 4 == 0,
+// backward_data stride 1, K % 8 == 0 and C % 4 == 0, backward_params' tap-major
+// columns a tile whose BN divides C (16, 64, 128, 256). The shapes give partial
+// tiles along M and N, several taps per k-tile row of channels (C = 8, 16, 40),
+// a 5×5 window, an asymmetric 2×3 one, stride 2 and 1×1; C = 128 and 256 with
+// long reductions (144 and 288 k-tiles: the wide engine's 4-stage ring wraps
+// many times) and GEMM_M past 256 (partial 256-row tiles).
 
 void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0) {
   using namespace gpu::implicit_detail;
@@ -707,15 +739,16 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0) {
   std::vector<double> want_dw = ref_weight_grad(s, x, dy);
   for (size_t i = 0; i < want_dw.size(); ++i) want_dw[i] += dw0[i];
 
-  const Tile all_tiles[] = {Tile::kL, Tile::kM, Tile::kS, Tile::kThinN, Tile::kThinM};
-  const char* tile_names[] = {"L", "M", "S", "ThinN", "ThinM"};
+  const Tile all_tiles[] = {Tile::kL,  Tile::kM,  Tile::kS,  Tile::kThinN, Tile::kThinM,
+                            Tile::kWN, Tile::kWM, Tile::kWQ, Tile::kWL};
+  const char* tile_names[] = {"L", "M", "S", "ThinN", "ThinM", "WN", "WM", "WQ", "WL"};
   for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kWeightGrad}) {
-    const bool tap_ok = pass == ConvPass::kForward
-                            ? tap_major_forward(s.C, s.K)
-                            : pass == ConvPass::kBackwardData &&
-                                  tap_major_backward_data(s.stride, s.C, s.K);
     const int kt = conv_ktiles(s, pass);
-    for (int t = 0; t < 5; ++t)
+    for (int t = 0; t < 9; ++t) {
+      const bool tap_ok = pass == ConvPass::kForward ? tap_major_forward(s.C, s.K)
+                          : pass == ConvPass::kBackwardData
+                              ? tap_major_backward_data(s.stride, s.C, s.K)
+                              : tap_major_weight_grad(s.C, all_tiles[t]);
       for (int splits : {1, 3, kt})
         for (bool tap : {false, true}) {
           if (tap && !tap_ok) continue;
@@ -745,6 +778,7 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0) {
             EXPECT_TRUE(dw.guards_intact(kGuard));
           }
         }
+    }
   }
 }
 
@@ -762,6 +796,22 @@ TEST(GpuImplicitPlanned, EveryTileSplitAndOrder) {
        })
     check_planned(cc, seed++);
   check_planned({2, 16, 9, 11, 24, 3, 3, 1, 1}, seed++, /*misalign=*/1);
+}
+
+// The wide engine's territory: long reductions, C = 128 / 256 (the weight
+// gradient's tap-major columns on every tile), M = 2·13·11 = 286 (a partial
+// 256-row tile), N = 200 and 136 (partial 128- and 256-wide column tiles),
+// stride 2 (forward tap-major, backward_data channel-major), batch 1.
+TEST(GpuImplicitPlanned, WideTilesLongReductions) {
+  HPMC_REQUIRE_GPU();
+  uint64_t seed = 7100;
+  for (const ConvCase& cc : std::vector<ConvCase>{
+           {2, 128, 13, 11, 200, 3, 3, 1, 1},  // 144 / 225 / 36 k-tiles
+           {1, 256, 9, 10, 136, 3, 3, 1, 1},   // 288 / 153 / 12 k-tiles
+           {1, 128, 11, 9, 64, 3, 3, 2, 1},    // stride 2: P×Q = 6×5
+       })
+    check_planned(cc, seed++);
+  check_planned({1, 128, 6, 7, 24, 3, 3, 1, 1}, seed++, /*misalign=*/1);
 }
 
 // The forced plans are checked: tap-major where it does not apply, and slices
@@ -1047,20 +1097,22 @@ TEST(ImplicitPlan, TileChoices) {
 }
 
 // The CIFAR autoencoder at batch 64 (conv1 … conv4; conv5 is thin): which
-// tile, how many slices and which GEMM_K order each pass runs with.
+// tile, how many slices and which GEMM_K order each pass runs with (the
+// weight gradient's tap-major columns: its tile's BN divides C).
 TEST(ImplicitPlan, CifarBatch64) {
   using namespace gpu::implicit_detail;
   struct Want {
     int C, HW, K;
     Tile fwd, dgrad, wgrad;
     int fwd_splits, dgrad_splits, wgrad_splits;
-    bool tap;  // forward and backward_data tap-major (conv1: neither)
+    bool tap;        // forward and backward_data tap-major (conv1: neither)
+    bool wgrad_tap;  // backward_params' tap-major columns
   };
   const Want layers[] = {
-      {3, 32, 256, Tile::kL, Tile::kThinN, Tile::kThinN, 1, 1, 64, false},  // conv1
-      {256, 16, 128, Tile::kM, Tile::kL, Tile::kL, 1, 1, 14, true},      // conv2
-      {128, 8, 128, Tile::kM, Tile::kM, Tile::kL, 4, 4, 29, true},       // conv3
-      {128, 16, 256, Tile::kL, Tile::kM, Tile::kL, 1, 1, 14, true},      // conv4
+      {3, 32, 256, Tile::kL, Tile::kThinN, Tile::kThinN, 1, 1, 64, false, false},  // conv1
+      {256, 16, 128, Tile::kWM, Tile::kWN, Tile::kWN, 2, 1, 14, true, true},        // conv2
+      {128, 8, 128, Tile::kM, Tile::kM, Tile::kL, 4, 4, 29, true, true},            // conv3
+      {128, 16, 256, Tile::kWN, Tile::kWM, Tile::kWM, 1, 2, 14, true, true},        // conv4
   };
   for (const Want& l : layers) {
     SCOPED_TRACE(str("C=", l.C, " HW=", l.HW, " K=", l.K));
@@ -1068,21 +1120,55 @@ TEST(ImplicitPlan, CifarBatch64) {
     int splits = 0, tps = 0;
     choose_out_splits(pix, l.K, int(tiles(l.C * 9, 8)), splits, tps);
     EXPECT_EQ(splits, l.fwd_splits);
-    EXPECT_EQ(choose_tile(pix, l.K, splits, 132), l.fwd);
+    EXPECT_EQ(choose_conv_tile(pix, l.K, splits, tps, 132, 0), l.fwd);
     choose_out_splits(pix, l.C, int(tiles(l.K * 9, 8)), splits, tps);
     EXPECT_EQ(splits, l.dgrad_splits);
-    EXPECT_EQ(choose_tile(pix, l.C, splits, 132), l.dgrad);
+    EXPECT_EQ(choose_conv_tile(pix, l.C, splits, tps, 132, 0), l.dgrad);
     choose_splits(l.K, l.C * 9, int(tiles(pix, 8)), splits, tps);
     EXPECT_EQ(splits, l.wgrad_splits);
-    EXPECT_EQ(choose_tile(l.K, l.C * 9, splits, 132), l.wgrad);
+    const Tile wt = choose_conv_tile(l.K, l.C * 9, splits, tps, 132, l.C);
+    EXPECT_EQ(wt, l.wgrad);
     EXPECT_EQ(tap_major_forward(l.C, l.K), l.tap);
     EXPECT_EQ(tap_major_backward_data(1, l.C, l.K), l.tap);
+    EXPECT_EQ(tap_major_weight_grad(l.C, wt), l.wgrad_tap);
   }
 }
 
+// The wide tiles' rule (choose_conv_tile): long reductions only, little
+// padding, full waves, and for the weight gradient a BN dividing C.
+TEST(ImplicitPlan, WideTileChoices) {
+  using namespace gpu::implicit_detail;
+  const int sms = 132;
+  EXPECT_EQ(choose_conv_tile(16384, 256, 1, 144, sms, 0), Tile::kWN);   // 128 blocks
+  EXPECT_EQ(choose_conv_tile(16384, 256, 1, 31, sms, 0), Tile::kL);     // short reduction
+  EXPECT_EQ(choose_conv_tile(16384, 128, 2, 144, sms, 0), Tile::kWM);   // 64 × 2 blocks
+  EXPECT_EQ(choose_conv_tile(16384, 128, 1, 288, sms, 0), Tile::kM);    // 64 blocks: half a wave
+  EXPECT_EQ(choose_conv_tile(20000, 256, 1, 144, sms, 0), Tile::kL);    // 157 WN, 158 WM blocks
+  EXPECT_EQ(choose_conv_tile(16384, 200, 1, 144, sms, 0), Tile::kS);    // WN, L, M pad 28%
+  EXPECT_EQ(choose_conv_tile(128, 2304, 14, 146, sms, 256), Tile::kWN);  // 126 blocks
+  EXPECT_EQ(choose_conv_tile(128, 2304, 14, 146, sms, 128), Tile::kL);   // BN 256 ∤ C
+  EXPECT_EQ(choose_conv_tile(256, 1152, 14, 146, sms, 128), Tile::kWM);  // WN: 140 blocks
+  EXPECT_EQ(choose_conv_tile(256, 27, 64, 128, sms, 3), Tile::kThinN);  // conv1's weights
+  // GpuImplicit.ConvWideTiles' forwards.
+  int splits = 0, tps = 0;
+  choose_out_splits(121 * 121, 256, int(tiles(32 * 9, 8)), splits, tps);
+  EXPECT_EQ(splits, 1);
+  EXPECT_EQ(choose_conv_tile(121 * 121, 256, splits, tps, sms, 0), Tile::kWN);
+  choose_out_splits(120 * 120, 128, int(tiles(64 * 9, 8)), splits, tps);
+  EXPECT_EQ(splits, 2);
+  EXPECT_EQ(choose_conv_tile(120 * 120, 128, splits, tps, sms, 0), Tile::kWM);
+  EXPECT_EQ(tile_bm(Tile::kWM), 256);
+  EXPECT_EQ(tile_bn(Tile::kWN), 256);
+  EXPECT_TRUE(tap_major_weight_grad(256, Tile::kWN));
+  EXPECT_FALSE(tap_major_weight_grad(128, Tile::kWN));
+  EXPECT_TRUE(tap_major_weight_grad(48, Tile::kThinN));
+  EXPECT_FALSE(tap_major_weight_grad(40, Tile::kS));
+}
+
 // Forward / backward_data splits: slices cover every k-tile once, none empty,
-// at most kMaxOutSplits, at least kMinTilesPerOutSplit k-tiles when split, and
-// none when the 128×64 tiles alone give a block per SM.
+// at most kMaxOutSplits, at least kMinTilesPerOutSplit k-tiles when split; for
+// a large output (the 128×64 tiles give a block per SM) none unless its wide
+// blocks fill less than 3/4 of the SMs, and then slices of ≥ kWideMinTiles.
 TEST(ImplicitPlan, OutSplitsCoverEveryTileOnce) {
   using namespace gpu::implicit_detail;
   for (long long M : {1ll, 100ll, 4096ll, 16384ll, 1ll << 20})
@@ -1096,7 +1182,11 @@ TEST(ImplicitPlan, OutSplitsCoverEveryTileOnce) {
         ASSERT_LT((long long)(splits - 1) * tps, kt);
         ASSERT_GE((long long)splits * tps, kt);
         if (splits > 1) ASSERT_GE(tps, kMinTilesPerOutSplit);
-        if (tiles(M, 128) * tiles(N, 64) >= kPlanSMs) ASSERT_EQ(splits, 1);
+        if (tiles(M, 128) * tiles(N, 64) >= kPlanSMs) {  // large: only to fill the wide tiles
+          if (M < 256 || N < 128 || tiles(M * N, 128 * 256) * 4 >= kPlanSMs * 3)
+            ASSERT_EQ(splits, 1);
+          if (splits > 1) ASSERT_GE(tps, kWideMinTiles);
+        }
       }
 }
 

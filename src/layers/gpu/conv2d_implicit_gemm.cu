@@ -16,6 +16,11 @@
 // backward_params  GEMM_M = K, GEMM_N = C·R·S, GEMM_K = N·P·Q (n·PQ + p·Q + q)
 //                  A[ko][k] = dy[n][ko][p][q], B[k][crs] = x[n][c][p·st−pad+r][q·st−pad+s]
 //                  dw[ko][crs] += Σ;  db[ko] += Σ dy  (separate deterministic kernel)
+//                  Columns channel-major (crs = c·RS + r·S + s; WgradBLoader keeps per-row
+//                  tables) or, when the tile's BN divides C, tap-major (n' = rs·C + c:
+//                  a block's columns share one tap, so one in-range test per thread and
+//                  k-tile; WgradTapBLoader). The same sums, permuted: TapWOut or
+//                  splitk_reduce_taps_kernel put column n' back at dw[ko][c][rs].
 // gemm             C[m×n] (= or +=) op(A)·op(B), row-major, leading dimensions lda/ldb/ldc;
 //                  the transposes select the loaders' thread mappings (4 instantiations).
 // The im2col matrix is never materialised: each loader computes its addresses on
@@ -37,15 +42,26 @@
 //                so it changes the bits only from one shape to another.
 //
 // ---- tiles (BM×BN×BK, per-thread TM×TN, threads; all 4-stage cp.async pipelines) ---
+// classic engine (implicit_gemm_core.cuh):
 //   L      128×128×8, 8×8, 256 threads, 2 blocks/SM   the workhorse for large M and N
 //   M      128× 64×8, 8×4, 256 threads, 2 blocks/SM   twice the blocks of L (GEMM_N = 128
 //                                                      at batch 64 would leave SMs idle)
 //   S       64× 64×8, 4×4, 256 threads, 2 blocks/SM   small problems: 4× the blocks of L
 //   ThinN  128× 16×8, 4×4, 128 threads, 4 blocks/SM   GEMM_N ≤ 32 (C = 3, conv1's dw: 27)
 //   ThinM   16×128×8, 4×4, 128 threads, 4 blocks/SM   GEMM_M ≤ 32 (weight grad of K = 3)
-// Heuristic, per call (choose_tile, implicit_plan.h): the thin tiles for GEMM_N or
-// GEMM_M ≤ 16, then ≤ 32; else the first of L, M whose padding wastes ≤ 25% of the
-// tile work and whose blocks (× split-K slices) fill 90% of two per SM; else S.
+// wide engine (implicit_gemm_wide.cuh: warp-tiled, 64×64 warp tiles, register
+// fragments double-buffered; 8×16 per thread with lanes along m, else 16×8):
+//   WN     128×256×8, 8 warps, 1 block/SM   big outputs with GEMM_N ≥ 256
+//   WM     256×128×8, 8 warps, 1 block/SM   big outputs with GEMM_N = 128
+//   WQ     128×128×8, 4 warps, 2 blocks/SM  (benchmark variant)
+//   WL     128×128×8, 8 warps of 64×32 (8×8 per thread), 2 blocks/SM: L's tile on
+//          the wide engine (benchmark variant: separates the engine from the tile)
+// Heuristic, per call (choose_conv_tile, implicit_plan.h): WN, then WM, for
+// reductions of ≥ 32 k-tiles per slice whose blocks fill ≥ 85% of their waves at
+// one block per SM with ≤ 1/8 padding (weight gradient: BN dividing C); else
+// choose_tile: the thin tiles for GEMM_N or GEMM_M ≤ 16, then ≤ 32; else the first
+// of L, M whose padding wastes ≤ 25% of the tile work and whose blocks (× split-K
+// slices) fill 90% of two per SM; else S. The plain GEMM uses choose_tile only.
 // The tile choice changes no bit of any result (the note in implicit_gemm_core.cuh).
 //
 // ---- split-K ------------------------------------------------------------------------
@@ -55,11 +71,14 @@
 // workspace[z][K][CRS] (every element of every slice is written, zeros for an empty
 // range) and splitk_reduce_kernel computes dw[i] = dw[i] + Σ_z ws[z][i], summing
 // z = 0, 1, … in double in that fixed order. choose_splits: as many slices as fill
-// one wave of 128×128 blocks at two per SM on 132 SMs, ≥ 8 k-tiles per slice, ≤ 64.
+// one wave of 128×128 blocks at two per SM on 132 SMs, ≥ 8 k-tiles per slice, ≤ 64
+// (the same count fills one wave of the wide tiles at one per SM).
 // forward and backward_data, when the 128×64 tiles alone would leave SMs idle
-// (conv3 at 8×8, batch 64): slices of ≥ 16 k-tiles, ≤ 8, each written whole to
-// workspace[z] in the output's layout, then splitk_out_kernel sums them in double,
-// z ascending, adds the bias and writes y / dx (choose_out_splits).
+// (conv3 at 8×8, batch 64): slices of ≥ 16 k-tiles, ≤ 8; and when a large output's
+// wide blocks fill < 3/4 of the SMs (GEMM_N = 128 at batch 64: 64 blocks of 256×128)
+// slices of ≥ 32 k-tiles. Each slice is written whole to workspace[z] in the
+// output's layout, then splitk_out_kernel sums them in double, z ascending, adds
+// the bias and writes y / dx (choose_out_splits).
 // Split plans are functions of the shape only (kPlanSMs = 132 whatever the device),
 // so the bits do not depend on the device, the tile configuration or the run.
 // db: one block per output channel, each thread sums a fixed strided subset of
@@ -73,6 +92,7 @@
 // ---- files -------------------------------------------------------------------------
 // implicit_gemm_core.cuh    the tiled, multi-stage, register-blocked main loop, the
 //                           async copies, the matrix loaders and the row-major epilogue
+// implicit_gemm_wide.cuh    the warp-tiled main loop with 8×16 thread tiles
 // implicit_conv_kernels.cuh the conv loaders and epilogue, and every __global__ kernel
 // implicit_plan.h           tile choice, split-K plans, GEMM_K order (pure host code,
 //                           unit-tested)
@@ -241,7 +261,8 @@ MatOut make_mat_out(float* out, long long ld, long long split_stride, int M, int
   return e;
 }
 
-// Calls f with a value of the tile configuration's type.
+// Calls f with a value of the tile configuration's type: the classic tiles
+// (the plain GEMM's), or every tile (the convolutions').
 template <class F>
 void with_tile(Tile t, F&& f) {
   switch (t) {
@@ -250,7 +271,42 @@ void with_tile(Tile t, F&& f) {
     case Tile::kS: f(CfgS{}); return;
     case Tile::kThinN: f(CfgThinN{}); return;
     case Tile::kThinM: f(CfgThinM{}); return;
+    default: break;
   }
+  throw RuntimeError("implicit GEMM: the wide tiles run convolutions only");
+}
+
+template <class F>
+void with_conv_tile(Tile t, F&& f) {
+  switch (t) {
+    case Tile::kWN: f(CfgWN{}); return;
+    case Tile::kWM: f(CfgWM{}); return;
+    case Tile::kWQ: f(CfgWQ{}); return;
+    case Tile::kWL: f(CfgWL{}); return;
+    default: with_tile(t, f);
+  }
+}
+
+// Dynamic shared memory of a launch: the wide engine's stages (implicit_gemm_wide.cuh).
+template <class Cfg>
+constexpr size_t dyn_smem() {
+  if constexpr (Cfg::kWide) return Cfg::kSmemBytes;
+  else return 0;
+}
+
+// A kernel asking for more than the default 48 KB of dynamic shared memory is
+// allowed it once per device before its first launch.
+template <auto Kernel>
+void allow_smem(size_t bytes) {
+  if (bytes <= 48 * 1024) return;
+  static std::atomic<uint64_t> done{0};  // bit d: device d
+  int dev = 0;
+  HPMC_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t(1) << dev : 0;
+  if (bit && (done.load(std::memory_order_relaxed) & bit)) return;
+  HPMC_CUDA_CHECK(
+      cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  done.fetch_or(bit, std::memory_order_relaxed);
 }
 
 size_t round4(size_t n) { return (n + 3) / 4 * 4; }  // keeps what follows 16-byte aligned
@@ -298,10 +354,10 @@ void gemm_extents(const Conv2dShape& s, ConvPass pass, long long& M, long long& 
   }
 }
 
-bool tap_applies(const Conv2dShape& s, ConvPass pass) {
+bool tap_applies(const Conv2dShape& s, ConvPass pass, Tile t) {
   if (pass == ConvPass::kForward) return tap_major_forward(s.C, s.K);
   if (pass == ConvPass::kBackwardData) return tap_major_backward_data(s.stride, s.C, s.K);
-  return false;
+  return tap_major_weight_grad(s.C, t);
 }
 
 // The plan's slices cover the pass's k-tiles exactly, none empty.
@@ -311,8 +367,9 @@ void check_plan(const Conv2dShape& s, ConvPass pass, const ConvPlan& p) {
       (long long)p.splits * p.tps < kt || p.splits > 65535)
     throw RuntimeError(str("implicit conv2d: bad split plan (", p.splits, " slices of ", p.tps,
                            " k-tiles for ", kt, ")"));
-  if (p.tap && !tap_applies(s, pass))
-    throw RuntimeError("implicit conv2d: the tap-major mapping does not apply to this shape");
+  if (p.tap && !tap_applies(s, pass, p.tile))
+    throw RuntimeError("implicit conv2d: the tap-major mapping does not apply to this shape"
+                       " and tile");
 }
 
 }  // namespace
@@ -324,8 +381,9 @@ ConvPlan plan_conv(const Conv2dShape& s, ConvPass pass) {
   ConvPlan p;
   if (pass == ConvPass::kWeightGrad) choose_splits(M, N, kt, p.splits, p.tps);
   else choose_out_splits(M, N, kt, p.splits, p.tps);
-  p.tile = pick_tile(M, N, p.splits);
-  p.tap = tap_applies(s, pass);
+  p.tile = choose_conv_tile(M, N, p.splits, p.tps, sm_count(),
+                            pass == ConvPass::kWeightGrad ? s.C : 0);
+  p.tap = tap_applies(s, pass, p.tile);
   return p;
 }
 
@@ -357,11 +415,17 @@ void conv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* 
   const ConvOut e = p.splits > 1
                         ? make_conv_out(ws + wt_floats, nullptr, a.NPQ, a.K, a.PQ, count)
                         : make_conv_out(y, b, a.NPQ, a.K, a.PQ, 0);
-  with_tile(p.tile, [&](auto cfg) {
+  with_conv_tile(p.tile, [&](auto cfg) {
     using Cfg = decltype(cfg);
     const dim3 grid = grid_of<Cfg>(a.NPQ, a.K, p.splits);
-    if (p.tap) conv_fwd_kernel<Cfg, true><<<grid, Cfg::NT>>>(a, x, wb, p.tps, e);
-    else conv_fwd_kernel<Cfg, false><<<grid, Cfg::NT>>>(a, x, wb, p.tps, e);
+    constexpr size_t smem = dyn_smem<Cfg>();
+    if (p.tap) {
+      allow_smem<conv_fwd_kernel<Cfg, true>>(smem);
+      conv_fwd_kernel<Cfg, true><<<grid, Cfg::NT, smem>>>(a, x, wb, p.tps, e);
+    } else {
+      allow_smem<conv_fwd_kernel<Cfg, false>>(smem);
+      conv_fwd_kernel<Cfg, false><<<grid, Cfg::NT, smem>>>(a, x, wb, p.tps, e);
+    }
     HPMC_CUDA_LAUNCH_CHECK("implicit conv2d forward");
   });
   if (p.splits > 1)
@@ -387,11 +451,17 @@ void conv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const f
   const ConvOut e = p.splits > 1
                         ? make_conv_out(ws + wt_floats, nullptr, a.NHW, a.C, a.HW, count)
                         : make_conv_out(dx, nullptr, a.NHW, a.C, a.HW, 0);
-  with_tile(p.tile, [&](auto cfg) {
+  with_conv_tile(p.tile, [&](auto cfg) {
     using Cfg = decltype(cfg);
     const dim3 grid = grid_of<Cfg>(a.NHW, a.C, p.splits);
-    if (p.tap) conv_dgrad_kernel<Cfg, true><<<grid, Cfg::NT>>>(a, dy, wb, p.tps, e);
-    else conv_dgrad_kernel<Cfg, false><<<grid, Cfg::NT>>>(a, dy, wb, p.tps, e);
+    constexpr size_t smem = dyn_smem<Cfg>();
+    if (p.tap) {
+      allow_smem<conv_dgrad_kernel<Cfg, true>>(smem);
+      conv_dgrad_kernel<Cfg, true><<<grid, Cfg::NT, smem>>>(a, dy, wb, p.tps, e);
+    } else {
+      allow_smem<conv_dgrad_kernel<Cfg, false>>(smem);
+      conv_dgrad_kernel<Cfg, false><<<grid, Cfg::NT, smem>>>(a, dy, wb, p.tps, e);
+    }
     HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_data");
   });
   if (p.splits > 1)
@@ -407,15 +477,37 @@ void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const flo
   check_plan(s, ConvPass::kWeightGrad, p);
   const long long count = (long long)a.K * a.CRS;
   float* ws = p.splits > 1 ? scratch().get(size_t(p.splits) * size_t(count)) : nullptr;
+  // Split slices go to the workspace, in the tap-major column order with p.tap.
   const MatOut e = p.splits > 1 ? make_mat_out(ws, a.CRS, count, a.K, a.CRS, false)
                                 : make_mat_out(dw, a.CRS, 0, a.K, a.CRS, true);
-  with_tile(p.tile, [&](auto cfg) {
+  with_conv_tile(p.tile, [&](auto cfg) {
     using Cfg = decltype(cfg);
-    conv_wgrad_kernel<Cfg><<<grid_of<Cfg>(a.K, a.CRS, p.splits), Cfg::NT>>>(a, x, dy, p.tps, e);
+    const dim3 grid = grid_of<Cfg>(a.K, a.CRS, p.splits);
+    constexpr size_t smem = dyn_smem<Cfg>();
+    if (!p.tap) {
+      allow_smem<conv_wgrad_kernel<Cfg, false, MatOut>>(smem);
+      conv_wgrad_kernel<Cfg, false, MatOut><<<grid, Cfg::NT, smem>>>(a, x, dy, p.tps, e);
+    } else if (p.splits > 1) {
+      allow_smem<conv_wgrad_kernel<Cfg, true, MatOut>>(smem);
+      conv_wgrad_kernel<Cfg, true, MatOut><<<grid, Cfg::NT, smem>>>(a, x, dy, p.tps, e);
+    } else {
+      TapWOut t{};
+      t.dw = dw;
+      t.K = a.K;
+      t.C = a.C;
+      t.RS = a.RS;
+      t.CRS = a.CRS;
+      t.fC = FastDiv(a.C);
+      allow_smem<conv_wgrad_kernel<Cfg, true, TapWOut>>(smem);
+      conv_wgrad_kernel<Cfg, true, TapWOut><<<grid, Cfg::NT, smem>>>(a, x, dy, p.tps, t);
+    }
     HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (weights)");
   });
   if (p.splits > 1) {
-    splitk_reduce_kernel<<<grid_stride_blocks(count), 256>>>(ws, p.splits, count, dw);
+    if (p.tap)
+      splitk_reduce_taps_kernel<<<grid_stride_blocks(count), 256>>>(ws, p.splits, count, a.C,
+                                                                    a.RS, dw);
+    else splitk_reduce_kernel<<<grid_stride_blocks(count), 256>>>(ws, p.splits, count, dw);
     HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (split-K reduce)");
   }
 }

@@ -1,8 +1,10 @@
 // implicit_conv_kernels.cuh — the kernels of the implicit-GEMM family: the
-// conv loaders (im2col gathers decoded on the fly), the conv output epilogue,
+// conv loaders (im2col gathers decoded on the fly), the conv output epilogues,
 // and the __global__ functions for forward, backward_data, backward_params
 // (split-K slices, split-K reductions, bias gradient), the weight re-layout of
-// the tap-major paths and the plain GEMM. The mappings, tiles and split-K
+// the tap-major paths and the plain GEMM. Every GEMM kernel runs on the engine
+// of its tile configuration (run_tile: implicit_gemm_core.cuh or, for the wide
+// configurations, implicit_gemm_wide.cuh with dynamic shared memory). The mappings, tiles and split-K
 // scheme are described at the top of conv2d_implicit_gemm.cu, which holds the
 // host side and is the only includer besides the kernel benchmark.
 #pragma once
@@ -14,6 +16,7 @@
 #include "layers/conv_shape.h"
 #include "layers/gpu/implicit_fastdiv.h"
 #include "layers/gpu/implicit_gemm_core.cuh"
+#include "layers/gpu/implicit_gemm_wide.cuh"
 
 namespace hpmc::gpu::implicit_detail {
 
@@ -23,6 +26,13 @@ using CfgM = TileCfg<128, 64, 8, 4, 2, 4>;
 using CfgS = TileCfg<64, 64, 4, 4, 2, 4>;
 using CfgThinN = TileCfg<128, 16, 4, 4, 4, 4>;
 using CfgThinM = TileCfg<16, 128, 4, 4, 4, 4>;
+// The wide engine (implicit_gemm_wide.cuh): BM, BN, warps along m and n, blocks
+// per SM, stages. 64×64 warp tiles (8×16 / 16×8 per thread) except WL's 64×32
+// (8×8 / 16×4), which is L's tile and thread count on the wide engine.
+using CfgWN = WideCfg<128, 256, 2, 4, 1, 4>;
+using CfgWM = WideCfg<256, 128, 4, 2, 1, 4>;
+using CfgWQ = WideCfg<128, 128, 2, 2, 2, 4>;
+using CfgWL = WideCfg<128, 128, 2, 4, 2, 4>;
 
 // Everything the conv loaders need, by value in the kernel's parameter space.
 struct ConvArgs {
@@ -322,6 +332,49 @@ struct WgradBLoader {
   }
 };
 
+// backward_params B with tap-major columns (KFast; column n' = (r·S + s)·C + c,
+// k = (n, p, q)), for C % ROWS == 0: a block's ROWS columns then lie in one tap
+// (r, s) with channels c0 … c0+ROWS−1, so one in-range test per thread and
+// k-tile serves all its elements, which lie RSTEP channels (RSTEP·H·W floats)
+// apart. No per-row tables, no per-element tests. The B values are
+// WgradBLoader's with the columns permuted: column rs·C + c is dw[ko][c][rs].
+template <int ROWS, int NT>
+struct WgradTapBLoader {
+  using Map = KFast<ROWS, NT>;
+  static constexpr int ELEMS = Map::ELEMS;
+  const ConvArgs& a;
+  const float* x;
+  int hr, ws;  // r − pad, s − pad of the block's tap
+  int coff;    // (c0 + the thread's first row)·H·W
+  int tid, k0 = 0;
+
+  __device__ __forceinline__ WgradTapBLoader(const ConvArgs& a_, const float* x_, int n0, int tid_)
+      : a(a_), x(x_), tid(tid_) {
+    const int tap = n0 / a.C, c0 = n0 - tap * a.C;  // once per thread
+    int r, s;
+    a.fS.divmod(tap, r, s);
+    hr = r - a.pad;
+    ws = s - a.pad;
+    coff = (c0 + Map::row(tid, 0)) * a.HW;
+  }
+  __device__ __forceinline__ void start(int kt) { k0 = kt * kBK; }
+  __device__ __forceinline__ void issue(float (*st)[ROWS + kPad]) {
+    const int k = k0 + Map::kk(tid);
+    const bool kvalid = k < a.NPQ;
+    int img, pq, p, q;
+    a.fPQ.divmod(kvalid ? k : 0, img, pq);
+    a.fQ.divmod(pq, p, q);
+    const int h = p * a.stride + hr, w = q * a.stride + ws;
+    const bool ok = kvalid && (unsigned)h < (unsigned)a.H && (unsigned)w < (unsigned)a.W;
+    const float* src = ok ? x + ((size_t)img * a.CHW + (coff + h * a.W + w)) : x;
+    const int step = ok ? Map::RSTEP * a.HW : 0;  // in range either way
+#pragma unroll
+    for (int e = 0; e < ELEMS; ++e)
+      copy4(&st[Map::kk(tid)][Map::row(tid, e)], src + e * step, ok);
+    k0 += kBK;
+  }
+};
+
 // ---- conv output epilogue: out[n][ch][pix], m = n·plane + pix, column = ch -------------
 // In a split-K launch slice blockIdx.z writes out + z·split_stride (no bias).
 struct ConvOut {
@@ -355,6 +408,26 @@ struct ConvOut {
   }
 };
 
+// The tap-major weight gradient added into dw (one slice): column n' = rs·C + c
+// of row ko is dw[ko][c][rs]. n' is a multiple of 4 and C % 4 == 0, so the
+// four columns of a store share one tap.
+struct TapWOut {
+  static constexpr bool kAlongM = false;
+  float* dw;
+  int K, C, RS, CRS;
+  FastDiv fC;
+
+  __device__ __forceinline__ void store_nrow(int m, int n, const float (&v)[4]) const {
+    if (m >= K || n >= CRS) return;
+    int rs, c;
+    fC.divmod(n, rs, c);
+    float* o = dw + ((size_t)m * CRS + (size_t)c * RS + rs);
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (n + j < CRS) o[(size_t)j * RS] = o[(size_t)j * RS] + v[j];
+  }
+};
+
 // ---- kernels ---------------------------------------------------------------------------
 
 inline __host__ __device__ int ktiles_of(long long kdim) { return int((kdim + kBK - 1) / kBK); }
@@ -365,28 +438,34 @@ __device__ __forceinline__ void slice_range(int ktiles, int tps, int& kt0, int& 
   kt1 = min(kt0 + tps, ktiles);
 }
 
+// The block's tile on the configuration's engine (implicit_gemm_core.cuh or
+// implicit_gemm_wide.cuh; a wide one runs with Cfg::kSmemBytes of dynamic
+// shared memory).
+template <class Cfg, class AL, class BL, class Epi>
+__device__ __forceinline__ void run_tile(AL& al, BL& bl, int kt0, int kt1, const Epi& epi, int m0,
+                                         int n0) {
+  if constexpr (Cfg::kWide) wide_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
+  else classic_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
+}
+
 // TAP: the tap-major mapping (TapALoader; w is then the re-laid-out wt[(rs·C + c)·K + ko]).
 template <class Cfg, bool TAP>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     conv_fwd_kernel(const __grid_constant__ ConvArgs a, const float* __restrict__ x,
                     const float* __restrict__ w, int tps, const __grid_constant__ ConvOut epi) {
-  __shared__ __align__(16) Smem<Cfg> sm;
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
-  int tm, tn, kt0, kt1;
-  thread_coords<Cfg, ConvOut::kAlongM>(tid, tm, tn);
+  int kt0, kt1;
   slice_range(ktiles_of(a.CRS), tps, kt0, kt1);
-  float acc[Cfg::TM][Cfg::TN];
   if constexpr (TAP) {
     TapALoader<Cfg::BM, Cfg::NT, false> al(a, x, m0, tid);
     VecRowLoader<Cfg::BN, Cfg::NT> bl(w, a.K, a.K, a.CRS, n0, tid);
-    mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
+    run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
   } else {
     FwdALoader<Cfg::BM, Cfg::NT> al(a, x, m0, tid);
     MatLoader<Cfg::BN, Cfg::NT, false> bl(w, a.K, a.CRS, a.CRS, 1, n0, tid);  // w[ko·CRS + k]
-    mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
+    run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
   }
-  epilogue<Cfg>(epi, acc, m0, n0, tm, tn);
 }
 
 // TAP: the tap-major mapping at stride 1 (w is then wt[(rs·K + ko)·C + c]).
@@ -394,40 +473,39 @@ template <class Cfg, bool TAP>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     conv_dgrad_kernel(const __grid_constant__ ConvArgs a, const float* __restrict__ dy,
                       const float* __restrict__ w, int tps, const __grid_constant__ ConvOut epi) {
-  __shared__ __align__(16) Smem<Cfg> sm;
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
-  int tm, tn, kt0, kt1;
-  thread_coords<Cfg, ConvOut::kAlongM>(tid, tm, tn);
+  int kt0, kt1;
   slice_range(ktiles_of(a.KRS), tps, kt0, kt1);
-  float acc[Cfg::TM][Cfg::TN];
   if constexpr (TAP) {
     TapALoader<Cfg::BM, Cfg::NT, true> al(a, dy, m0, tid);
     VecRowLoader<Cfg::BN, Cfg::NT> bl(w, a.C, a.C, a.KRS, n0, tid);
-    mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
+    run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
   } else {
     DgradALoader<Cfg::BM, Cfg::NT> al(a, dy, m0, tid);
     DgradBLoader<Cfg::BN, Cfg::NT> bl(a, w, n0, tid);
-    mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
+    run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
   }
-  epilogue<Cfg>(epi, acc, m0, n0, tm, tn);
 }
 
-template <class Cfg>
+// TAP: the tap-major columns (WgradTapBLoader, C % BN == 0): the epilogue
+// writes column n' = rs·C + c (a split slice in that order, or TapWOut).
+template <class Cfg, bool TAP, class Epi>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     conv_wgrad_kernel(const __grid_constant__ ConvArgs a, const float* __restrict__ x,
-                      const float* __restrict__ dy, int tps, const __grid_constant__ MatOut epi) {
-  __shared__ __align__(16) Smem<Cfg> sm;
+                      const float* __restrict__ dy, int tps, const __grid_constant__ Epi epi) {
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
-  int tm, tn, kt0, kt1;
-  thread_coords<Cfg, MatOut::kAlongM>(tid, tm, tn);
-  WgradALoader<Cfg::BM, Cfg::NT> al(a, dy, m0, tid);
-  WgradBLoader<Cfg::BN, Cfg::NT> bl(a, x, n0, tid);
+  int kt0, kt1;
   slice_range(ktiles_of(a.NPQ), tps, kt0, kt1);
-  float acc[Cfg::TM][Cfg::TN];
-  mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
-  epilogue<Cfg>(epi, acc, m0, n0, tm, tn);
+  WgradALoader<Cfg::BM, Cfg::NT> al(a, dy, m0, tid);
+  if constexpr (TAP) {
+    WgradTapBLoader<Cfg::BN, Cfg::NT> bl(a, x, n0, tid);
+    run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
+  } else {
+    WgradBLoader<Cfg::BN, Cfg::NT> bl(a, x, n0, tid);
+    run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
+  }
 }
 
 // op(A)(m,k) = TA ? a[k·lda + m] : a[m·lda + k];
@@ -436,16 +514,11 @@ template <class Cfg, bool TA, bool TB>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     gemm_kernel(int M, int N, int K, const float* __restrict__ A, int lda,
                 const float* __restrict__ B, int ldb, const __grid_constant__ MatOut epi) {
-  __shared__ __align__(16) Smem<Cfg> sm;
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
-  int tm, tn;
-  thread_coords<Cfg, MatOut::kAlongM>(tid, tm, tn);
   MatLoader<Cfg::BM, Cfg::NT, TA> al(A, M, K, TA ? 1 : lda, TA ? lda : 1, m0, tid);
   MatLoader<Cfg::BN, Cfg::NT, !TB> bl(B, N, K, TB ? ldb : 1, TB ? 1 : ldb, n0, tid);
-  float acc[Cfg::TM][Cfg::TN];
-  mainloop<Cfg>(al, bl, sm, 0, ktiles_of(K), tm, tn, acc);
-  epilogue<Cfg>(epi, acc, m0, n0, tm, tn);
+  run_tile<Cfg>(al, bl, 0, ktiles_of(K), epi, m0, n0);
 }
 
 // The tap-major weight layouts, from w[ko][c][rs]:
@@ -474,6 +547,25 @@ __global__ void __launch_bounds__(256)
     double s = 0.0;
     for (int z = 0; z < splits; ++z) s += (double)ws[(long long)z * count + i];
     dw[i] = (float)((double)dw[i] + s);
+  }
+}
+
+// dw[ko][c][rs] = dw[ko][c][rs] + Σ_{z ascending} ws[z][ko][rs·C + c], in double:
+// the slices of a tap-major weight gradient, summed as splitk_reduce_kernel
+// sums them. Thread i reads element i of each slice (coalesced) and writes its
+// one dw element (a stride-RS scatter).
+__global__ void __launch_bounds__(256)
+    splitk_reduce_taps_kernel(const float* __restrict__ ws, int splits, long long count, int C,
+                              int RS, float* __restrict__ dw) {
+  const long long CRS = (long long)C * RS;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long ko = i / CRS;
+    const int n = int(i - ko * CRS), rs = n / C, c = n - rs * C;
+    double s = 0.0;
+    for (int z = 0; z < splits; ++z) s += (double)ws[(long long)z * count + i];
+    float* o = dw + (ko * CRS + (long long)c * RS + rs);
+    *o = (float)((double)*o + s);
   }
 }
 
