@@ -388,14 +388,14 @@ TEST(GpuImplicit, GemmAllTransposesAndSizes) {
       for (int acc = 0; acc < 2; ++acc) check_gemm(t & 1, t & 2, s.m, s.n, s.k, acc, seed++);
 }
 
-// Large enough that the heuristic picks the 128×128 tiles (2000×2100: 272
+// Large enough that the heuristic picks the 128×128 tiles (1000×1100: 72
 // blocks) and the 128×64 tiles (2000×1100: 288 blocks) on an H100, with
 // partial tiles on both edges (ImplicitPlan.TileChoices pins the choice).
 TEST(GpuImplicit, GemmLargeTiles) {
   HPMC_REQUIRE_GPU();
   uint64_t seed = 2000;
   for (int t = 0; t < 4; ++t) check_gemm(t & 1, t & 2, 2000, 1100, 37, t == 3, seed++);
-  for (int t = 0; t < 4; ++t) check_gemm(t & 1, t & 2, 2000, 2100, 21, t == 1, seed++);
+  for (int t = 0; t < 4; ++t) check_gemm(t & 1, t & 2, 1000, 1100, 21, t == 1, seed++);
 }
 
 // Leading dimensions above the minimum: odd ones (scalar epilogue) and ones that
@@ -512,7 +512,8 @@ TEST(GpuImplicit, CifarAutoencoderShapes) {
 // Shapes for which the heuristic picks the large tiles on an H100: the
 // 128×128 tiles for forward (M = 16348, N = 250) and backward_data (M = 16348,
 // N = 250), the 128×64 tiles for backward_params (M = 250, N = 540, split-K
-// over N·P·Q = 1058), and split-K in forward and backward_data (M = 1058).
+// over N·P·Q = 1058), and split-K in forward and backward_data (M = 1058; the
+// forward's four slices on 128×128 tiles).
 TEST(GpuImplicit, ConvLargeTiles) {
   HPMC_REQUIRE_GPU();
   check_convs({{4, 3, 61, 67, 250, 3, 3, 1, 1},
@@ -1071,8 +1072,9 @@ TEST(ImplicitPlan, SplitsCoverEveryTileOnce) {
 TEST(ImplicitPlan, TileChoices) {
   using namespace gpu::implicit_detail;
   const int sms = 132;
-  EXPECT_EQ(choose_tile(2000, 2100, 1, sms), Tile::kL);          // GemmLargeTiles: 272 blocks
+  EXPECT_EQ(choose_tile(1000, 1100, 1, sms), Tile::kL);          // GemmLargeTiles: 72 L blocks
   EXPECT_EQ(choose_tile(2000, 1100, 1, sms), Tile::kM);          // 144 L blocks, 288 M blocks
+  EXPECT_EQ(choose_tile(2000, 2100, 1, sms), Tile::kM);          // 272 L: 3 on the busiest SM
   EXPECT_EQ(choose_tile(4 * 61 * 67, 250, 1, sms), Tile::kL);    // forward
   EXPECT_EQ(choose_tile(4 * 61 * 67, 3, 1, sms), Tile::kThinN);  // backward_data, C = 3
   EXPECT_EQ(choose_tile(3, 250 * 9, 15, sms), Tile::kThinM);     // weight grad, K = 3
@@ -1082,7 +1084,7 @@ TEST(ImplicitPlan, TileChoices) {
   EXPECT_EQ(choose_tile(250, 540, splits, sms), Tile::kM);
   choose_out_splits(2 * 23 * 23, 250, int(tiles(60 * 9, 8)), splits, tps);  // its forward
   EXPECT_EQ(splits, 4);
-  EXPECT_EQ(choose_tile(2 * 23 * 23, 250, splits, sms), Tile::kS);
+  EXPECT_EQ(choose_tile(2 * 23 * 23, 250, splits, sms), Tile::kL);  // 72 blocks of 128×128
   choose_splits(128, 2304, int(tiles(2 * 16 * 16, 8)), splits, tps);  // 256→128 @16, batch 2
   EXPECT_EQ(splits, 8);
   EXPECT_EQ(choose_tile(128, 2304, splits, sms), Tile::kM);
@@ -1111,7 +1113,7 @@ TEST(ImplicitPlan, CifarBatch64) {
   const Want layers[] = {
       {3, 32, 256, Tile::kL, Tile::kThinN, Tile::kThinN, 1, 1, 64, false, false},  // conv1
       {256, 16, 128, Tile::kWM, Tile::kWN, Tile::kWN, 2, 1, 14, true, true},        // conv2
-      {128, 8, 128, Tile::kM, Tile::kM, Tile::kL, 4, 4, 29, true, true},            // conv3
+      {128, 8, 128, Tile::kL, Tile::kL, Tile::kL, 4, 4, 29, true, true},            // conv3
       {128, 16, 256, Tile::kWN, Tile::kWM, Tile::kWM, 1, 2, 14, true, true},        // conv4
   };
   for (const Want& l : layers) {
@@ -1142,9 +1144,9 @@ TEST(ImplicitPlan, WideTileChoices) {
   EXPECT_EQ(choose_conv_tile(16384, 256, 1, 144, sms, 0), Tile::kWN);   // 128 blocks
   EXPECT_EQ(choose_conv_tile(16384, 256, 1, 31, sms, 0), Tile::kL);     // short reduction
   EXPECT_EQ(choose_conv_tile(16384, 128, 2, 144, sms, 0), Tile::kWM);   // 64 × 2 blocks
-  EXPECT_EQ(choose_conv_tile(16384, 128, 1, 288, sms, 0), Tile::kM);    // 64 blocks: half a wave
-  EXPECT_EQ(choose_conv_tile(20000, 256, 1, 144, sms, 0), Tile::kL);    // 157 WN, 158 WM blocks
-  EXPECT_EQ(choose_conv_tile(16384, 200, 1, 144, sms, 0), Tile::kS);    // WN, L, M pad 28%
+  EXPECT_EQ(choose_conv_tile(16384, 128, 1, 288, sms, 0), Tile::kL);    // 64 blocks: half a wave
+  EXPECT_EQ(choose_conv_tile(20000, 256, 1, 144, sms, 0), Tile::kM);    // 157 WN, 158 WM blocks
+  EXPECT_EQ(choose_conv_tile(16384, 200, 1, 144, sms, 0), Tile::kL);    // WN, WM pad 28%
   EXPECT_EQ(choose_conv_tile(128, 2304, 14, 146, sms, 256), Tile::kWN);  // 126 blocks
   EXPECT_EQ(choose_conv_tile(128, 2304, 14, 146, sms, 128), Tile::kL);   // BN 256 ∤ C
   EXPECT_EQ(choose_conv_tile(256, 1152, 14, 146, sms, 128), Tile::kWM);  // WN: 140 blocks

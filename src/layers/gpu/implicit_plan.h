@@ -45,25 +45,37 @@ constexpr int kPlanSMs = 132;
 
 // GEMM_N ≤ 16 → ThinN; else GEMM_M ≤ 16 → ThinM; else GEMM_N ≤ 32 → ThinN
 // (two column tiles waste less than one of 64); else GEMM_M ≤ 32 → ThinM;
-// else the first of L (128×128), M (128×64) whose padding wastes at most 25% of its tile work
-// (padded M·N ≤ 1.25·M·N) and whose blocks, times the split-K slices, fill
-// nine tenths of the 2·num_sms block slots (every configuration runs two
-// blocks per SM: one block per SM leaves half the warps that hide latency);
-// else 64×64, which has 4× the blocks of L. The choice changes the speed only:
-// every configuration adds each output's products in the same order.
+// else whichever of L (128×128), M (128×64), S (64×64) costs least, the cost of
+// a tile being the busiest SM's share of it,
+//   ⌈blocks · slices / num_sms⌉ · BM · BN / rate,
+// with the rates measured on the H100 (round 1: conv2's forward at batch 64,
+// each tile alone on the GPU): L 1, M 0.9, S 0.72. An SM runs its blocks at
+// about the same rate one or two at a time (L at one block per SM beat M at two
+// on conv2's forward, 0.245 against 0.270 ms), so the cost counts the blocks
+// an SM gets, not the waves of two. Ties go to the larger tile. The choice
+// changes the speed only: every configuration adds each output's products in
+// the same order.
 inline Tile choose_tile(long long M, long long N, int slices, int num_sms) {
   if (N <= 16) return Tile::kThinN;
   if (M <= 16) return Tile::kThinM;
   if (N <= 32) return Tile::kThinN;
   if (M <= 32) return Tile::kThinM;
-  const long long want = (18ll * num_sms + 9) / 10;  // ⌈0.9 · 2 · num_sms⌉
-  auto fits = [&](int bm, int bn) {
-    const long long padded = tiles(M, bm) * bm * tiles(N, bn) * bn;
-    return padded * 4 <= M * N * 5 && tiles(M, bm) * tiles(N, bn) * slices >= want;
+  struct Option {
+    Tile t;
+    int bm, bn;
+    double rate;
   };
-  if (fits(128, 128)) return Tile::kL;
-  if (fits(128, 64)) return Tile::kM;
-  return Tile::kS;
+  const Option options[] = {{Tile::kL, 128, 128, 1.0}, {Tile::kM, 128, 64, 0.9},
+                            {Tile::kS, 64, 64, 0.72}};
+  Tile best = Tile::kS;
+  double best_cost = 0;
+  for (const Option& o : options) {
+    const long long blocks = tiles(M, o.bm) * tiles(N, o.bn) * std::max(slices, 1);
+    const double cost =
+        double((blocks + num_sms - 1) / num_sms) * double(o.bm) * double(o.bn) / o.rate;
+    if (o.t == Tile::kL || cost < best_cost * 0.999) best = o.t, best_cost = cost;
+  }
+  return best;
 }
 
 // The wide tiles for a convolution pass (GEMM_M × GEMM_N, `slices` split-K
