@@ -134,6 +134,25 @@ std::unique_ptr<DevArray> input(const std::vector<float>& v, size_t misalign = 0
   return ::testing::AssertionSuccess();
 }
 
+// fused[i] is the ReLU layer's function (v < 0 ? 0 : v) of plain[i], bit for bit.
+::testing::AssertionResult relu_of(const std::vector<float>& plain,
+                                   const std::vector<float>& fused) {
+  if (plain.size() != fused.size())
+    return ::testing::AssertionFailure() << "size " << fused.size() << " vs " << plain.size();
+  size_t positive = 0, zeroed = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    const float want = plain[i] < 0.0f ? 0.0f : plain[i];
+    if (!same_bits(fused[i], want))
+      return ::testing::AssertionFailure() << "element " << i << ": " << fused[i]
+                                           << ", expected relu(" << plain[i] << ") = " << want;
+    (want > 0.0f ? positive : zeroed) += 1;
+  }
+  if (plain.size() > 8 && (positive == 0 || zeroed == 0))
+    return ::testing::AssertionFailure() << "degenerate: " << positive << " positive, " << zeroed
+                                         << " zeroed";
+  return ::testing::AssertionSuccess();
+}
+
 void finish(const char* what) {
   gpu::check_after(what);
   gpu::synchronize();
@@ -283,6 +302,14 @@ void check_conv(const ConvCase& cc, uint64_t seed, bool bias = true, size_t misa
   finish("implicit conv2d_forward");
   EXPECT_TRUE(matches(y.payload(), ref_forward(s, x, w, bias ? &b : nullptr))) << "forward";
   EXPECT_TRUE(y.guards_intact(kGuard)) << "forward";
+
+  // forward with the fused ReLU: the ReLU of the forward's own output, bit for bit
+  DevArray yr(dy.size(), misalign);
+  yr.upload(std::vector<float>(dy.size(), kNaN), kGuard);
+  imp::conv2d_forward_relu(s, dx_in->ptr(), dw_in->ptr(), bias ? db_in->ptr() : nullptr, yr.ptr());
+  finish("implicit conv2d_forward_relu");
+  EXPECT_TRUE(relu_of(y.payload(), yr.payload())) << "forward with the fused ReLU";
+  EXPECT_TRUE(yr.guards_intact(kGuard)) << "forward with the fused ReLU";
 
   // backward_data
   DevArray dx(x.size(), misalign);
@@ -763,6 +790,12 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0) {
             finish("planned forward");
             EXPECT_TRUE(matches(y.payload(), want_y));
             EXPECT_TRUE(y.guards_intact(kGuard));
+            DevArray yr(dy.size(), misalign);  // with the fused ReLU (epilogue or split sum)
+            yr.upload(std::vector<float>(dy.size(), kNaN), kGuard);
+            conv_forward_planned(s, p, dx_in->ptr(), dw_in->ptr(), db_in->ptr(), yr.ptr(), true);
+            finish("planned forward with the fused ReLU");
+            EXPECT_TRUE(relu_of(y.payload(), yr.payload()));
+            EXPECT_TRUE(yr.guards_intact(kGuard));
           } else if (pass == ConvPass::kBackwardData) {
             DevArray dx(x.size(), misalign);
             dx.upload(std::vector<float>(x.size(), kNaN), kGuard);

@@ -236,7 +236,7 @@ void check_shape(const Conv2dShape& s) {
 }
 
 ConvOut make_conv_out(float* out, const float* bias, long long M, int Nch, int plane,
-                      long long split_stride) {
+                      long long split_stride, bool relu = false) {
   ConvOut e{};
   e.out = out;
   e.bias = bias;
@@ -246,6 +246,7 @@ ConvOut make_conv_out(float* out, const float* bias, long long M, int Nch, int p
   e.plane = plane;
   e.fplane = FastDiv(plane);
   e.vec = plane % 4 == 0 && aligned16(out);
+  e.relu = relu;
   return e;
 }
 
@@ -325,8 +326,9 @@ void relayout_weights(const ConvArgs& a, const float* w, bool for_dgrad, float* 
 
 // out = Σ of the split slices (+ bias), for forward and backward_data.
 void reduce_out_slices(const float* ws, int splits, long long count, int plane, int Nch,
-                       const float* bias, float* out, const char* what) {
-  splitk_out_kernel<<<grid_stride_blocks(count), 256>>>(ws, splits, count, plane, Nch, bias, out);
+                       const float* bias, bool relu, float* out, const char* what) {
+  splitk_out_kernel<<<grid_stride_blocks(count), 256>>>(ws, splits, count, plane, Nch, bias, relu,
+                                                        out);
   HPMC_CUDA_LAUNCH_CHECK(what);
 }
 
@@ -398,7 +400,7 @@ ConvPlan make_conv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int spli
 }
 
 void conv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* x,
-                          const float* w, const float* b, float* y) {
+                          const float* w, const float* b, float* y, bool relu) {
   check_shape(s);
   const ConvArgs a = make_args(s);
   if (a.NPQ == 0 || a.K == 0) return;
@@ -414,7 +416,7 @@ void conv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* 
   }
   const ConvOut e = p.splits > 1
                         ? make_conv_out(ws + wt_floats, nullptr, a.NPQ, a.K, a.PQ, count)
-                        : make_conv_out(y, b, a.NPQ, a.K, a.PQ, 0);
+                        : make_conv_out(y, b, a.NPQ, a.K, a.PQ, 0, relu);
   with_conv_tile(p.tile, [&](auto cfg) {
     using Cfg = decltype(cfg);
     const dim3 grid = grid_of<Cfg>(a.NPQ, a.K, p.splits);
@@ -429,7 +431,7 @@ void conv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* 
     HPMC_CUDA_LAUNCH_CHECK("implicit conv2d forward");
   });
   if (p.splits > 1)
-    reduce_out_slices(ws + wt_floats, p.splits, count, a.PQ, a.K, b, y,
+    reduce_out_slices(ws + wt_floats, p.splits, count, a.PQ, a.K, b, relu, y,
                       "implicit conv2d forward (split-K sum)");
 }
 
@@ -465,7 +467,7 @@ void conv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const f
     HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_data");
   });
   if (p.splits > 1)
-    reduce_out_slices(ws + wt_floats, p.splits, count, a.HW, a.C, nullptr, dx,
+    reduce_out_slices(ws + wt_floats, p.splits, count, a.HW, a.C, nullptr, false, dx,
                       "implicit conv2d backward_data (split-K sum)");
 }
 
@@ -518,17 +520,36 @@ namespace implicit {
 
 using namespace implicit_detail;
 
-void conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* b,
-                    float* y) {
+namespace {
+
+void forward(const Conv2dShape& s, const float* x, const float* w, const float* b, float* y,
+             bool relu) {
   check_shape(s);
   if ((long long)s.N * s.P * s.Q == 0 || s.K == 0) return;
   const ThinPath thin =
       choose_thin(s.K, s.R, s.S, s.stride, s.pad, s.W, aligned16(x) && aligned16(y));
   if (thin != ThinPath::kNone) {
     thin_forward(s, thin, x, w, b, y);
+    if (relu) {  // the thin kernels have no ReLU of their own: a pass over y
+      const long long count = (long long)s.N * s.K * s.P * s.Q;
+      relu_inplace_kernel<<<grid_stride_blocks(count), 256>>>(y, count);
+      HPMC_CUDA_LAUNCH_CHECK("implicit conv2d forward (fused ReLU)");
+    }
     return;
   }
-  conv_forward_planned(s, plan_conv(s, ConvPass::kForward), x, w, b, y);
+  conv_forward_planned(s, plan_conv(s, ConvPass::kForward), x, w, b, y, relu);
+}
+
+}  // namespace
+
+void conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* b,
+                    float* y) {
+  forward(s, x, w, b, y, false);
+}
+
+void conv2d_forward_relu(const Conv2dShape& s, const float* x, const float* w, const float* b,
+                         float* y) {
+  forward(s, x, w, b, y, true);
 }
 
 void conv2d_backward_data(const Conv2dShape& s, const float* dy, const float* w, float* dx) {

@@ -33,8 +33,9 @@ ConvPlan plan_conv(const Conv2dShape& s, ConvPass pass);
 // or for the weight gradient.
 ConvPlan make_conv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits, bool tap);
 
+// relu: the fused ReLU (conv2d_forward_relu, conv2d_kernels.h).
 void conv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* x,
-                          const float* w, const float* b, float* y);
+                          const float* w, const float* b, float* y, bool relu = false);
 void conv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const float* dy,
                                 const float* w, float* dx);
 // dw += the weight gradient (no bias).

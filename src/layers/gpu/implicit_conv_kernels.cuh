@@ -375,8 +375,11 @@ struct WgradTapBLoader {
   }
 };
 
+// The ReLU layer's function (v < 0 ? 0 : v: NaN passes), for a fused ReLU.
+__device__ __forceinline__ float relu_of(float v) { return v < 0.0f ? 0.0f : v; }
+
 // ---- conv output epilogue: out[n][ch][pix], m = n·plane + pix, column = ch -------------
-// In a split-K launch slice blockIdx.z writes out + z·split_stride (no bias).
+// In a split-K launch slice blockIdx.z writes out + z·split_stride (no bias, no ReLU).
 struct ConvOut {
   static constexpr bool kAlongM = true;
   float* out;
@@ -384,7 +387,13 @@ struct ConvOut {
   long long split_stride;
   int M, Nch, plane;
   FastDiv fplane;
-  bool vec;  // plane % 4 == 0 and out 16-byte aligned
+  bool vec;   // plane % 4 == 0 and out 16-byte aligned
+  bool relu;  // write relu(v + b) (a fused ReLU)
+
+  __device__ __forceinline__ float value(float v, float b) const {
+    const float o = v + b;
+    return relu ? relu_of(o) : o;
+  }
 
   // Rows m..m+3 (m a multiple of 4) of column n.
   __device__ __forceinline__ void store_mcol(int m, int n, const float (&v)[4]) const {
@@ -395,14 +404,14 @@ struct ConvOut {
       int img, pix;
       fplane.divmod(m, img, pix);
       *reinterpret_cast<float4*>(o + ((size_t)img * Nch + n) * plane + pix) =
-          make_float4(v[0] + b, v[1] + b, v[2] + b, v[3] + b);
+          make_float4(value(v[0], b), value(v[1], b), value(v[2], b), value(v[3], b));
     } else {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         if (m + i >= M) break;
         int img, pix;
         fplane.divmod(m + i, img, pix);
-        o[((size_t)img * Nch + n) * plane + pix] = v[i] + b;
+        o[((size_t)img * Nch + n) * plane + pix] = value(v[i], b);
       }
     }
   }
@@ -570,18 +579,27 @@ __global__ void __launch_bounds__(256)
 }
 
 // A split conv output: out[i] = (float)(Σ_{z ascending} ws[z·count + i], in double)
-// + bias[(i / plane) mod Nch] (no bias when null). count = N·Nch·plane.
+// + bias[(i / plane) mod Nch] (no bias when null), then the fused ReLU if relu.
+// count = N·Nch·plane.
 __global__ void __launch_bounds__(256)
     splitk_out_kernel(const float* __restrict__ ws, int splits, long long count, int plane,
-                      int Nch, const float* __restrict__ bias, float* __restrict__ out) {
+                      int Nch, const float* __restrict__ bias, bool relu,
+                      float* __restrict__ out) {
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
        i += (long long)gridDim.x * blockDim.x) {
     double s = 0.0;
     for (int z = 0; z < splits; ++z) s += (double)ws[(long long)z * count + i];
     float v = (float)s;
     if (bias) v += __ldg(bias + (int)((i / plane) % Nch));
-    out[i] = v;
+    out[i] = relu ? relu_of(v) : v;
   }
+}
+
+// y = relu(y) in place: the fused ReLU after a kernel without it (the thin forward).
+__global__ void __launch_bounds__(256) relu_inplace_kernel(float* __restrict__ y, long long n) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x)
+    y[i] = relu_of(y[i]);
 }
 
 // db[ko] += Σ_{n,p,q} dy[n][ko][p][q]: block ko. The channel's N·P·Q values

@@ -17,6 +17,10 @@
 //              overlap (stride ≥ kernel) each element gets at most one term:
 //              one thread per window writes 0 + dy at its first maximum and 0
 //              on the rest of its cell.
+//              With a fused ReLU before it (fuse_relu_backward), backward
+//              writes x > 0 ? v : 0 for each dx value v, x its own input (the
+//              ReLU's output): the ReLU's backward, whose mask reads the ReLU's
+//              input, gives the same, as relu(u) > 0 ⇔ u > 0.
 //   UpSample2D forward copies; backward sums each s×s block of dy in
 //              row-major order from 0.
 // The common shapes (ReLU always, MaxPool 2×2 stride 2, UpSample ×2) run
@@ -58,6 +62,13 @@ class MaxPool2dGPU : public LayerGPU {
   int kernel() const { return spec_.kernel; }
   int stride() const { return spec_.stride; }
 
+  // The ReLU before this layer: backward writes x > 0 ? dx : 0 (layer.h).
+  bool fuse_relu_backward() override {
+    relu_ = true;
+    return true;
+  }
+  bool relu_fused() const { return relu_; }
+
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;
   void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
@@ -68,6 +79,7 @@ class MaxPool2dGPU : public LayerGPU {
   bool fast_2x2(const Shape& in, const float* a, const float* b, const float* c) const;
 
   MaxPool2dSpec spec_;
+  bool relu_ = false;  // backward applies the preceding ReLU's mask
 };
 
 class UpSample2dGPU : public LayerGPU {
