@@ -400,6 +400,45 @@ TEST(GpuLayers, VectorKernelsMatchCpuBitForBit) {
   }
 }
 
+// A ReLU's backward fused into the upsample after it: as for the max pool,
+// the GPU upsample's backward on x = relu(u) must give the CPU upsample's
+// backward followed by the CPU ReLU's, bit for bit (the scale-2 vector path
+// and the scalar one; zeros of both signs and NaN among u).
+TEST(GpuLayers, UpSampleWithFusedReLUBackwardMatchesTheCpuPair) {
+  HPMC_REQUIRE_GPU();
+  Rng rng(305);
+  std::vector<Shape> shapes = layer_shapes();
+  shapes.push_back(Shape(3, 4, 8, 12));
+  for (int scale : {2, 3})
+    for (const Shape& s : shapes)
+      for (bool with_nan : {false, true}) {
+        Tensor u = testing::random_tensor(s, rng);
+        for (size_t i = 0; i < u.numel(); i += 11) u.data<float>()[i] = (i % 2) ? 0.0f : -0.0f;
+        if (with_nan)
+          for (size_t i = 5; i < u.numel(); i += 23) u.data<float>()[i] = kNaN;
+        const std::string what =
+            str("upsample x", scale, " ", s.str(), with_nan ? " NaN" : "", " with fused relu");
+        ReLUCPU relu("r");
+        UpSample2dCPU up("u", scale);
+        relu.set_input_shape(s);
+        up.set_input_shape(s);
+        Tensor x = filled(s, 0.f), y = filled(up.output_shape(s), 0.f);
+        relu.forward(u, x);
+        up.forward(x, y);
+        const Tensor dy = testing::random_tensor(y.shape(), rng);
+        Tensor dp = filled(s, 0.f), du = filled(s, 0.f);
+        up.backward(x, y, dy, &dp);
+        relu.backward(u, x, dp, &du);
+
+        LayerPtr gpu = gpu::make_upsample2d("u", scale);
+        gpu->set_input_shape(s);
+        ASSERT_TRUE(gpu->fuse_relu_backward());
+        const Pass g = run_gpu(*gpu, x, dy);
+        expect_bit_equal(y, g.y, what + " forward");
+        expect_bit_equal(du, g.dx, what + " backward");
+      }
+}
+
 // ---- Flatten ----------------------------------------------------------------------------
 
 TEST(GpuLayers, FlattenIsABitExactCopy) {

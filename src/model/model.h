@@ -10,8 +10,8 @@
 // ReLU fusion (GPU models; layer.h's fusion hooks): build() offers each ReLU's
 // forward to the layer before it (an im2col conv2d applies it in its
 // epilogue; never when that layer is model.features, whose output must stay
-// the layer's own) and its backward to the layer after it (a maxpool2d
-// applies the mask to the gradient it writes). A fused ReLU's forward is
+// the layer's own) and its backward to the layer after it (a maxpool2d or
+// upsample2d applies the mask to the gradient it writes). A fused ReLU's forward is
 // skipped, its output aliasing its input; a fused backward is skipped, the
 // next layer's input gradient serving as the ReLU's. Every result keeps its
 // bits; CPU layers decline, so CPU models are unchanged.

@@ -35,7 +35,6 @@ class Conv2dGPU : public LayerGPU {
 
   // im2col: the ReLU after this layer runs in the forward's epilogue (layer.h).
   bool fuse_relu_forward() override;
-  bool relu_fused() const { return relu_; }
 
   const Conv2dConfig& config() const { return cfg_; }
   Family family() const { return family_; }

@@ -291,9 +291,11 @@ __global__ void upsample_forward_kernel(const float* __restrict__ x, float* __re
 
 // One thread per input element t = ((p · h) + i) · w + j: dx = the sum of the
 // s×s block dy[p, i·s + a, j·s + b], a then b ascending, starting from 0 —
-// the CPU loop's order, so the same float result.
+// the CPU loop's order, so the same float result. With a fused ReLU before the
+// layer (mask non-null: the layer's input x), dx = x > 0 ? sum : 0.
 __global__ void upsample_backward_kernel(const float* __restrict__ dy, float* __restrict__ dx,
-                                         size_t total, int h, int w, int s) {
+                                         size_t total, int h, int w, int s,
+                                         const float* __restrict__ mask) {
   const int ow = w * s;
   const size_t in_plane = size_t(h) * size_t(w), out_plane = size_t(h) * size_t(s) * size_t(ow);
   for (size_t t = first_index(); t < total; t += grid_stride()) {
@@ -308,7 +310,7 @@ __global__ void upsample_backward_kernel(const float* __restrict__ dy, float* __
       const float* row = block + size_t(a) * size_t(ow);
       for (int b = 0; b < s; ++b) sum += row[b];
     }
-    dx[t] = sum;
+    dx[t] = mask && !(mask[t] > 0.0f) ? 0.0f : sum;
   }
 }
 
@@ -331,7 +333,8 @@ __global__ void upsample2x_forward_kernel(const float* __restrict__ x, float* __
 // dx = ((0 + dy[2r][2j']) + dy[2r][2j'+1]) + dy[2r+1][2j']) + dy[2r+1][2j'+1]
 // for j' = 2j, 2j+1: the scalar kernel's order (rows, then columns, from 0).
 __global__ void upsample2x_backward_kernel(const float* __restrict__ dy, float* __restrict__ dx,
-                                           unsigned total, FastDiv fpairs, int w) {
+                                           unsigned total, FastDiv fpairs, int w,
+                                           const float* __restrict__ mask) {
   for (unsigned e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
     int r, j;
     fpairs.divmod(int(e), r, j);
@@ -347,7 +350,13 @@ __global__ void upsample2x_backward_kernel(const float* __restrict__ dy, float* 
     s1 += u.w;
     s1 += v.z;
     s1 += v.w;
-    *reinterpret_cast<float2*>(dx + size_t(r) * size_t(w) + 2 * j) = make_float2(s0, s1);
+    const size_t at = size_t(r) * size_t(w) + 2 * j;
+    if (mask) {  // the fused ReLU: x > 0 ? dx : 0
+      const float2 m = *reinterpret_cast<const float2*>(mask + at);
+      if (!(m.x > 0.0f)) s0 = 0.0f;
+      if (!(m.y > 0.0f)) s1 = 0.0f;
+    }
+    *reinterpret_cast<float2*>(dx + at) = make_float2(s0, s1);
   }
 }
 
@@ -472,11 +481,13 @@ void UpSample2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Te
   if (total == 0) return;
   const float* dyp = dy.data<float>();
   float* dxp = dx->data<float>();
-  if (fast_2x(s, dyp, dxp)) {
+  const float* mask = relu_ ? x.data<float>() : nullptr;
+  if (fast_2x(s, dyp, dxp) && (!mask || aligned16(mask))) {
     upsample2x_backward_kernel<<<grid_for(total / 2), kBlock>>>(dyp, dxp, unsigned(total / 2),
-                                                                FastDiv(s.w / 2), s.w);
+                                                                FastDiv(s.w / 2), s.w, mask);
   } else {
-    upsample_backward_kernel<<<grid_for(total), kBlock>>>(dyp, dxp, total, s.h, s.w, scale_);
+    upsample_backward_kernel<<<grid_for(total), kBlock>>>(dyp, dxp, total, s.h, s.w, scale_,
+                                                          mask);
   }
   HPMC_CUDA_LAUNCH_CHECK("upsample2d backward kernel");
 }
