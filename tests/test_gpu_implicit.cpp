@@ -766,6 +766,9 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0) {
   const std::vector<double> want_dx = ref_backward_data(s, dy, w);
   std::vector<double> want_dw = ref_weight_grad(s, x, dy);
   for (size_t i = 0; i < want_dw.size(); ++i) want_dw[i] += dw0[i];
+  std::vector<double> want_db = ref_bias_grad(s, dy);  // added to db = b
+  for (size_t i = 0; i < want_db.size(); ++i) want_db[i] += b[i];
+  int bias_columns = 0;  // weight-gradient plans that took db as a GEMM column
 
   const Tile all_tiles[] = {Tile::kL,  Tile::kM,  Tile::kS,  Tile::kThinN, Tile::kThinM,
                             Tile::kWN, Tile::kWM, Tile::kWQ, Tile::kWL};
@@ -810,10 +813,29 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0) {
             finish("planned weight gradient");
             EXPECT_TRUE(matches(dw.payload(), want_dw));
             EXPECT_TRUE(dw.guards_intact(kGuard));
+            if (bias_column_fits(s, p)) {  // db as the GEMM's column of ones
+              DevArray dw2(w.size(), misalign), db2(b.size(), misalign);
+              dw2.upload(dw0, kGuard);
+              db2.upload(b, kGuard);
+              conv_weight_grad_planned(s, p, dx_in->ptr(), ddy_in->ptr(), dw2.ptr(), db2.ptr());
+              finish("planned weight gradient with the bias column");
+              EXPECT_TRUE(matches(dw2.payload(), want_dw));
+              EXPECT_TRUE(matches(db2.payload(), want_db));
+              EXPECT_TRUE(dw2.guards_intact(kGuard));
+              EXPECT_TRUE(db2.guards_intact(kGuard));
+              ++bias_columns;
+            } else {
+              EXPECT_THROW(conv_weight_grad_planned(s, p, dx_in->ptr(), ddy_in->ptr(), dw.ptr(),
+                                                    db_in->ptr()),
+                           RuntimeError);
+            }
           }
         }
     }
   }
+  // C·R·S not a multiple of 16: some split plan has room for the bias column.
+  if ((s.C * s.R * s.S) % 16 != 0 && conv_ktiles(s, ConvPass::kWeightGrad) > 1)
+    EXPECT_GT(bias_columns, 0);
 }
 
 TEST(GpuImplicitPlanned, EveryTileSplitAndOrder) {

@@ -81,8 +81,12 @@
 // the bias and writes y / dx (choose_out_splits).
 // Split plans are functions of the shape only (kPlanSMs = 132 whatever the device),
 // so the bits do not depend on the device, the tile configuration or the run.
-// db: one block per output channel, each thread sums a fixed strided subset of
-// float4 pieces in double, then a fixed shared-memory tree.
+// db: where the split weight gradient's last column tile has room (channel-major
+// columns, C·R·S not a multiple of BN: conv1's 27 of 32), an extra GEMM column of
+// ones (WgradBLoader), so that its slices hold Σ dy per channel (FP32 FMA chains,
+// then the slices summed in double by splitk_reduce_bias_kernel); otherwise one
+// block per output channel, each thread summing a fixed strided subset of float4
+// pieces in double, then a fixed shared-memory tree.
 // The workspace is a grow-only, cached cudaMalloc'd buffer (default stream only).
 //
 // ---- thin convolutions ----------------------------------------------------------------
@@ -471,27 +475,36 @@ void conv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const f
                       "implicit conv2d backward_data (split-K sum)");
 }
 
+bool bias_column_fits(const Conv2dShape& s, const ConvPlan& p) {
+  const long long crs = (long long)s.C * s.R * s.S;
+  return p.splits > 1 && !p.tap && tiles(crs + 1, tile_bn(p.tile)) == tiles(crs, tile_bn(p.tile));
+}
+
 void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const float* x,
-                              const float* dy, float* dw) {
+                              const float* dy, float* dw, float* db) {
   check_shape(s);
   const ConvArgs a = make_args(s);
   if (a.NPQ == 0 || a.K == 0 || a.CRS == 0) return;  // nothing to add
   check_plan(s, ConvPass::kWeightGrad, p);
-  const long long count = (long long)a.K * a.CRS;
+  if (db && !bias_column_fits(s, p))
+    throw RuntimeError("implicit conv2d: this weight-gradient plan has no room for the bias column");
+  // The slices' row length: C·R·S, plus the bias column when db is asked for.
+  const long long ld = a.CRS + (db ? 1 : 0), count = (long long)a.K * ld;
   float* ws = p.splits > 1 ? scratch().get(size_t(p.splits) * size_t(count)) : nullptr;
   // Split slices go to the workspace, in the tap-major column order with p.tap.
-  const MatOut e = p.splits > 1 ? make_mat_out(ws, a.CRS, count, a.K, a.CRS, false)
+  const MatOut e = p.splits > 1 ? make_mat_out(ws, ld, count, a.K, int(ld), false)
                                 : make_mat_out(dw, a.CRS, 0, a.K, a.CRS, true);
   with_conv_tile(p.tile, [&](auto cfg) {
     using Cfg = decltype(cfg);
-    const dim3 grid = grid_of<Cfg>(a.K, a.CRS, p.splits);
+    const dim3 grid = grid_of<Cfg>(a.K, ld, p.splits);
     constexpr size_t smem = dyn_smem<Cfg>();
     if (!p.tap) {
       allow_smem<conv_wgrad_kernel<Cfg, false, MatOut>>(smem);
-      conv_wgrad_kernel<Cfg, false, MatOut><<<grid, Cfg::NT, smem>>>(a, x, dy, p.tps, e);
+      conv_wgrad_kernel<Cfg, false, MatOut><<<grid, Cfg::NT, smem>>>(a, x, dy, p.tps, e,
+                                                                     db != nullptr);
     } else if (p.splits > 1) {
       allow_smem<conv_wgrad_kernel<Cfg, true, MatOut>>(smem);
-      conv_wgrad_kernel<Cfg, true, MatOut><<<grid, Cfg::NT, smem>>>(a, x, dy, p.tps, e);
+      conv_wgrad_kernel<Cfg, true, MatOut><<<grid, Cfg::NT, smem>>>(a, x, dy, p.tps, e, false);
     } else {
       TapWOut t{};
       t.dw = dw;
@@ -501,12 +514,15 @@ void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const flo
       t.CRS = a.CRS;
       t.fC = FastDiv(a.C);
       allow_smem<conv_wgrad_kernel<Cfg, true, TapWOut>>(smem);
-      conv_wgrad_kernel<Cfg, true, TapWOut><<<grid, Cfg::NT, smem>>>(a, x, dy, p.tps, t);
+      conv_wgrad_kernel<Cfg, true, TapWOut><<<grid, Cfg::NT, smem>>>(a, x, dy, p.tps, t, false);
     }
     HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (weights)");
   });
   if (p.splits > 1) {
-    if (p.tap)
+    if (db)
+      splitk_reduce_bias_kernel<<<grid_stride_blocks(count), 256>>>(ws, p.splits, a.K, a.CRS, dw,
+                                                                    db);
+    else if (p.tap)
       splitk_reduce_taps_kernel<<<grid_stride_blocks(count), 256>>>(ws, p.splits, count, a.C,
                                                                     a.RS, dw);
     else splitk_reduce_kernel<<<grid_stride_blocks(count), 256>>>(ws, p.splits, count, dw);
@@ -576,7 +592,14 @@ void conv2d_backward_params(const Conv2dShape& s, const float* x, const float* d
     thin_backward_params(s, thin, x, dy, dw, db, ws);
     return;
   }
-  if (a.CRS > 0) conv_weight_grad_planned(s, plan_conv(s, ConvPass::kWeightGrad), x, dy, dw);
+  const ConvPlan p = plan_conv(s, ConvPass::kWeightGrad);
+  // db as the GEMM's extra column where it fits in the last tile's padding
+  // (conv1 of the CIFAR autoencoder: 27 → 28 of 32): no second pass over dy.
+  if (a.CRS > 0 && db && bias_column_fits(s, p)) {
+    conv_weight_grad_planned(s, p, x, dy, dw, db);
+    return;
+  }
+  if (a.CRS > 0) conv_weight_grad_planned(s, p, x, dy, dw);
   if (db) {
     const bool vec = a.PQ % 4 == 0 && aligned16(dy);
     bias_grad_kernel<<<unsigned(a.K), kBiasThreads>>>(a, dy, vec, FastDiv(vec ? a.PQ / 4 : a.PQ),

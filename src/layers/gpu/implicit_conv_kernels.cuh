@@ -282,9 +282,15 @@ struct WgradALoader {
   }
 };
 
+// 1.0f in global memory: the source of the bias gradient's column of ones
+// (cp.async copies from global memory only).
+__device__ const float kOneF = 1.0f;
+
 // backward_params B (KFast; rows = (c,r,s), k = (n,p,q)): the im2col gather of x,
 // transposed. The rows' (c,r,s) are decoded once per block; each tile decodes
-// its one k per thread.
+// its one k per thread. With bias_col, row C·R·S (in the last tile's padding)
+// is a column of ones, so that GEMM column C·R·S sums dy over k: the bias
+// gradient, in the same pass.
 template <int ROWS, int NT>
 struct WgradBLoader {
   using Map = KFast<ROWS, NT>;
@@ -294,16 +300,19 @@ struct WgradBLoader {
   const float* x;
   int tid, k0 = 0;
   unsigned nvalid;   // bit e: row e is < C·R·S
+  unsigned ones;     // bit e: row e is the column of ones
   int roff[ELEMS];   // c·H·W + r·W + s
   int rs16[ELEMS];   // r·2^16 + s (R, S < 2^15: check_shape), one register for both
 
-  __device__ __forceinline__ WgradBLoader(const ConvArgs& a_, const float* x_, int n0, int tid_)
-      : a(a_), x(x_), tid(tid_), nvalid(0) {
+  __device__ __forceinline__ WgradBLoader(const ConvArgs& a_, const float* x_, int n0, int tid_,
+                                          bool bias_col = false)
+      : a(a_), x(x_), tid(tid_), nvalid(0), ones(0) {
 #pragma unroll
     for (int e = 0; e < ELEMS; ++e) {
       const int n = n0 + Map::row(tid, e);
       const bool ok = n < a.CRS;
       if (ok) nvalid |= 1u << e;
+      if (bias_col && n == a.CRS) ones |= 1u << e;
       int c, rs, r, s;
       a.fRS.divmod(ok ? n : 0, c, rs);
       a.fS.divmod(rs, r, s);
@@ -326,7 +335,9 @@ struct WgradBLoader {
       const int h = hb + (rs16[e] >> 16), w = wb + (rs16[e] & 0xffff);
       const bool ok = kvalid && ((nvalid >> e) & 1u) && (unsigned)h < (unsigned)a.H &&
                       (unsigned)w < (unsigned)a.W;
-      copy4(&st[Map::kk(tid)][Map::row(tid, e)], ok ? xb + (roff[e] + boff) : x, ok);
+      const bool one = (ones >> e) & 1u;
+      copy4(&st[Map::kk(tid)][Map::row(tid, e)], one ? &kOneF : ok ? xb + (roff[e] + boff) : x,
+            ok || (one && kvalid));
     }
     k0 += kBK;
   }
@@ -499,10 +510,13 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
 
 // TAP: the tap-major columns (WgradTapBLoader, C % BN == 0): the epilogue
 // writes column n' = rs·C + c (a split slice in that order, or TapWOut).
+// bias_col (channel-major only): column C·R·S is the bias gradient
+// (WgradBLoader), for an epilogue C·R·S + 1 columns wide.
 template <class Cfg, bool TAP, class Epi>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     conv_wgrad_kernel(const __grid_constant__ ConvArgs a, const float* __restrict__ x,
-                      const float* __restrict__ dy, int tps, const __grid_constant__ Epi epi) {
+                      const float* __restrict__ dy, int tps, const __grid_constant__ Epi epi,
+                      bool bias_col) {
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
   int kt0, kt1;
@@ -512,7 +526,7 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     WgradTapBLoader<Cfg::BN, Cfg::NT> bl(a, x, n0, tid);
     run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
   } else {
-    WgradBLoader<Cfg::BN, Cfg::NT> bl(a, x, n0, tid);
+    WgradBLoader<Cfg::BN, Cfg::NT> bl(a, x, n0, tid, bias_col);
     run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
   }
 }
@@ -556,6 +570,24 @@ __global__ void __launch_bounds__(256)
     double s = 0.0;
     for (int z = 0; z < splits; ++z) s += (double)ws[(long long)z * count + i];
     dw[i] = (float)((double)dw[i] + s);
+  }
+}
+
+// The slices of a weight gradient with its bias column (ws[z][ko][CRS + 1]):
+// dw[ko][n] = dw[ko][n] + Σ_z ws[z][ko][n] for n < CRS, db[ko] = db[ko] +
+// Σ_z ws[z][ko][CRS]; z ascending, in double, as splitk_reduce_kernel.
+__global__ void __launch_bounds__(256)
+    splitk_reduce_bias_kernel(const float* __restrict__ ws, int splits, int K, int CRS,
+                              float* __restrict__ dw, float* __restrict__ db) {
+  const long long ld = (long long)CRS + 1, count = (long long)K * ld;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long ko = i / ld;
+    const int n = int(i - ko * ld);
+    double s = 0.0;
+    for (int z = 0; z < splits; ++z) s += (double)ws[(long long)z * count + i];
+    float* o = n < CRS ? dw + (ko * CRS + n) : db + ko;
+    *o = (float)((double)*o + s);
   }
 }
 
