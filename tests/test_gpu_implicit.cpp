@@ -750,7 +750,9 @@ TEST(GpuImplicit, ConvEmptyBatch) {
 // long reductions (144 and 288 k-tiles: the wide engine's 4-stage ring wraps
 // many times) and GEMM_M past 256 (partial 256-row tiles).
 
-void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0) {
+// only: the tile configurations to run (default: all of them).
+void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0,
+                   std::vector<gpu::implicit_detail::Tile> only = {}) {
   using namespace gpu::implicit_detail;
   const Conv2dShape s = cc.shape();
   SCOPED_TRACE(describe(s) + " seed=" + std::to_string(seed) + (misalign ? " misaligned" : ""));
@@ -776,6 +778,8 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0) {
   for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kWeightGrad}) {
     const int kt = conv_ktiles(s, pass);
     for (int t = 0; t < 9; ++t) {
+      if (!only.empty() && std::find(only.begin(), only.end(), all_tiles[t]) == only.end())
+        continue;
       const bool tap_ok = pass == ConvPass::kForward ? tap_major_forward(s.C, s.K)
                           : pass == ConvPass::kBackwardData
                               ? tap_major_backward_data(s.stride, s.C, s.K)
@@ -834,7 +838,7 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0) {
     }
   }
   // C·R·S not a multiple of 16: some split plan has room for the bias column.
-  if ((s.C * s.R * s.S) % 16 != 0 && conv_ktiles(s, ConvPass::kWeightGrad) > 1)
+  if ((s.C * s.R * s.S) % 16 != 0 && conv_ktiles(s, ConvPass::kWeightGrad) > 1 && only.empty())
     EXPECT_GT(bias_columns, 0);
 }
 
@@ -868,6 +872,19 @@ TEST(GpuImplicitPlanned, WideTilesLongReductions) {
        })
     check_planned(cc, seed++);
   check_planned({1, 128, 6, 7, 24, 3, 3, 1, 1}, seed++, /*misalign=*/1);
+}
+
+// The wide engine on small problems, for compute-sanitizer (scripts/gpu-check
+// sanitize runs GpuImplicit*Small*): every wide tile, both orders, split and
+// not, one block or a few, reductions shorter and longer than the 4-stage ring,
+// the fused ReLU and the bias column.
+TEST(GpuImplicitPlanned, WideTilesSmall) {
+  HPMC_REQUIRE_GPU();
+  using gpu::implicit_detail::Tile;
+  const std::vector<Tile> wide = {Tile::kWN, Tile::kWM, Tile::kWQ, Tile::kWL};
+  check_planned({1, 16, 5, 6, 12, 3, 3, 1, 1}, 7200, 0, wide);   // 18 / 14 / 4 k-tiles
+  check_planned({1, 128, 3, 4, 8, 3, 3, 1, 1}, 7201, 0, wide);   // C = 128: tap-major dw
+  check_planned({1, 5, 9, 7, 20, 3, 3, 1, 1}, 7202, 0, wide);    // C·R·S = 45: bias column
 }
 
 // The forced plans are checked: tap-major where it does not apply, and slices
