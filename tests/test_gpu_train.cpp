@@ -147,7 +147,8 @@ TEST(GpuTrain, FusedReLUsGiveTheSameBits) {
     SCOPED_TRACE(impl_name(impl));
     GpuRun fused = train(kAe, impl, tr, te), plain = train(kAe, impl, tr, te, /*fuse=*/false);
     const Model& m = *fused.model;
-    ASSERT_EQ(m.layers().size(), 11u);  // conv1 relu1 pool1 conv2 relu2 pool2 up1 conv3 relu3 up2 conv4
+    // conv1 relu1 pool1 conv2 relu2 pool2 up1 conv3 relu3 up2 conv4
+    ASSERT_EQ(m.layers().size(), 11u);
     for (int i : {1, 4, 8}) EXPECT_EQ(m.forward_fused(i), impl == Impl::kIm2col) << i;
     for (int i : {1, 4, 8}) EXPECT_TRUE(m.backward_fused(i)) << i;
     for (int i : {0, 2, 3, 5, 6, 7, 9, 10}) {

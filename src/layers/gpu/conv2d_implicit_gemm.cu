@@ -59,9 +59,9 @@
 // Heuristic, per call (choose_conv_tile, implicit_plan.h): WN, then WM, for
 // reductions of ≥ 32 k-tiles per slice whose blocks fill ≥ 85% of their waves at
 // one block per SM with ≤ 1/8 padding (weight gradient: BN dividing C); else
-// choose_tile: the thin tiles for GEMM_N or GEMM_M ≤ 16, then ≤ 32; else the first
-// of L, M whose padding wastes ≤ 25% of the tile work and whose blocks (× split-K
-// slices) fill 90% of two per SM; else S. The plain GEMM uses choose_tile only.
+// choose_tile: the thin tiles for GEMM_N or GEMM_M ≤ 16, then ≤ 32; else whichever
+// of L, M, S leaves the busiest SM the least work at their measured rates. The
+// plain GEMM uses choose_tile only.
 // The tile choice changes no bit of any result (the note in implicit_gemm_core.cuh).
 //
 // ---- split-K ------------------------------------------------------------------------
@@ -487,7 +487,8 @@ void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const flo
   if (a.NPQ == 0 || a.K == 0 || a.CRS == 0) return;  // nothing to add
   check_plan(s, ConvPass::kWeightGrad, p);
   if (db && !bias_column_fits(s, p))
-    throw RuntimeError("implicit conv2d: this weight-gradient plan has no room for the bias column");
+    throw RuntimeError(
+        "implicit conv2d: this weight-gradient plan has no room for the bias column");
   // The slices' row length: C·R·S, plus the bias column when db is asked for.
   const long long ld = a.CRS + (db ? 1 : 0), count = (long long)a.K * ld;
   float* ws = p.splits > 1 ? scratch().get(size_t(p.splits) * size_t(count)) : nullptr;

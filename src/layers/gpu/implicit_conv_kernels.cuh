@@ -4,9 +4,9 @@
 // (split-K slices, split-K reductions, bias gradient), the weight re-layout of
 // the tap-major paths and the plain GEMM. Every GEMM kernel runs on the engine
 // of its tile configuration (run_tile: implicit_gemm_core.cuh or, for the wide
-// configurations, implicit_gemm_wide.cuh with dynamic shared memory). The mappings, tiles and split-K
-// scheme are described at the top of conv2d_implicit_gemm.cu, which holds the
-// host side and is the only includer besides the kernel benchmark.
+// configurations, implicit_gemm_wide.cuh with dynamic shared memory). The
+// mappings, tiles and split-K scheme are described at the top of
+// conv2d_implicit_gemm.cu, which holds the host side and is the only includer.
 #pragma once
 
 #include <cuda_runtime.h>

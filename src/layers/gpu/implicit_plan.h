@@ -137,10 +137,11 @@ inline void choose_splits(long long M, long long N, int ktiles, int& splits, int
 // kPlanSMs (a small output): ⌊2·kPlanSMs / blocks⌋ slices of at least
 // kMinTilesPerOutSplit k-tiles. Otherwise the output is large enough for the
 // wide tiles, one block per SM: when GEMM_M ≥ 256, GEMM_N ≥ 128 and its wide
-// blocks (M·N / (128·256), rounded up) fill less than 3/4 of kPlanSMs, ⌊kPlanSMs / wide blocks⌋ slices of at
-// least kWideMinTiles k-tiles (conv2's forward at batch 64: 64 blocks of
-// 256×128, 2 slices), else none. At most kMaxOutSplits. The slices' partial
-// outputs are summed, with the bias, by a second pass.
+// blocks (M·N / (128·256), rounded up) fill less than 3/4 of kPlanSMs,
+// ⌊kPlanSMs / wide blocks⌋ slices of at least kWideMinTiles k-tiles (conv2's
+// forward at batch 64: 64 blocks of 256×128, 2 slices), else none. At most
+// kMaxOutSplits. The slices' partial outputs are summed, with the bias, by a
+// second pass.
 constexpr int kMaxOutSplits = 8;
 constexpr int kMinTilesPerOutSplit = 16;
 
