@@ -172,7 +172,7 @@ TEST(GpuTrain, FusedReLUsGiveTheSameBits) {
 
 // The features layer keeps its own output: with features: conv1 the ReLU after
 // it is not fused into its forward (its backward still is, into pool1), and
-// the features forward runs.
+// the features forward runs. training.fuse: false fuses nothing.
 TEST(GpuTrain, NoForwardFusionIntoTheFeaturesLayer) {
   HPMC_REQUIRE_GPU();
   std::string yaml = kAe;
@@ -190,6 +190,15 @@ TEST(GpuTrain, NoForwardFusionIntoTheFeaturesLayer) {
   size_t negative = 0;
   for (size_t i = 0; i < f.numel(); ++i) negative += f.data<float>()[i] < 0 ? 1 : 0;
   EXPECT_GT(negative, 0u) << "conv1's features lost their negative values to the ReLU";
+
+  // training.fuse: false switches the fusion off.
+  std::string off = kAe;
+  off.replace(off.find("seed: 4}"), 8, "seed: 4, fuse: false}");
+  auto plain = Model::build(parse_config(off, "t.yaml"), Impl::kIm2col, Shape(1, 1, 28, 28), 10);
+  for (size_t i = 0; i < plain->layers().size(); ++i) {
+    EXPECT_FALSE(plain->forward_fused(int(i))) << i;
+    EXPECT_FALSE(plain->backward_fused(int(i))) << i;
+  }
 }
 
 }  // namespace

@@ -121,7 +121,7 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
   const size_t count = m->layers_.size();
   m->fwd_fused_.assign(count, false);
   m->bwd_fused_.assign(count, false);
-  if (fuse)
+  if (fuse && cfg.training.fuse)
     for (size_t i = 0; i < count; ++i) {
       if (std::string(m->layers_[i]->type()) != "relu") continue;
       if (i > 0 && int(i) - 1 != m->features_ && m->layers_[i - 1]->fuse_relu_forward())

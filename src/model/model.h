@@ -39,7 +39,8 @@ class Model {
   // Build from config; `sample` is the per-sample input shape (n = 1) and
   // `num_classes` the label count the data has (checked against a
   // classifier's output).
-  // `fuse` = false leaves every ReLU on its own (tests compare the two).
+  // ReLU fusion needs `fuse` and training.fuse; either false leaves every
+  // ReLU on its own (tests compare the two).
   static std::unique_ptr<Model> build(const Config& cfg, Impl impl, const Shape& sample,
                                       int num_classes, bool fuse = true);
 

@@ -27,12 +27,13 @@ using CfgS = TileCfg<64, 64, 4, 4, 2, 4>;
 using CfgThinN = TileCfg<128, 16, 4, 4, 4, 4>;
 using CfgThinM = TileCfg<16, 128, 4, 4, 4, 4>;
 // The wide engine (implicit_gemm_wide.cuh): BM, BN, warps along m and n, blocks
-// per SM, stages. 64×64 warp tiles (8×16 / 16×8 per thread) except WL's 64×32
-// (8×8 / 16×4), which is L's tile and thread count on the wide engine.
-using CfgWN = WideCfg<128, 256, 2, 4, 1, 4>;
-using CfgWM = WideCfg<256, 128, 4, 2, 1, 4>;
-using CfgWQ = WideCfg<128, 128, 2, 2, 2, 4>;
-using CfgWL = WideCfg<128, 128, 2, 4, 2, 4>;
+// per SM, stages, kk per unrolled body. 64×64 warp tiles (8×16 / 16×8 per
+// thread, the k-tile unrolled in halves) except WL's 64×32 (8×8 / 16×4, the
+// whole k-tile unrolled), which is L's tile and thread count on the wide engine.
+using CfgWN = WideCfg<128, 256, 2, 4, 1, 4, 4>;
+using CfgWM = WideCfg<256, 128, 4, 2, 1, 4, 4>;
+using CfgWQ = WideCfg<128, 128, 2, 2, 2, 4, 4>;
+using CfgWL = WideCfg<128, 128, 2, 4, 2, 4, 8>;
 
 // Everything the conv loaders need, by value in the kernel's parameter space.
 struct ConvArgs {

@@ -45,11 +45,13 @@ namespace hpmc::gpu::implicit_detail {
 
 // BM×BN block tile, WGM×WGN warps, STAGES buffers, MINB blocks per SM asked of
 // the register allocator.
-template <int BM_, int BN_, int WGM_, int WGN_, int MINB_, int STAGES_>
+// KU kk per unrolled loop body (kBK: the whole k-tile).
+template <int BM_, int BN_, int WGM_, int WGN_, int MINB_, int STAGES_, int KU_ = kBK>
 struct WideCfg {
   static constexpr bool kWide = true;
   static constexpr int BM = BM_, BN = BN_, WGM = WGM_, WGN = WGN_, MINB = MINB_,
-                       STAGES = STAGES_;
+                       STAGES = STAGES_, KU = KU_;
+  static_assert(KU % 2 == 0 && kBK % KU == 0, "whole, even parts of the k-tile");
   static constexpr int NT = 32 * WGM * WGN;
   static constexpr int WT_M = BM / WGM, WT_N = BN / WGN;  // one warp's sub-tile
   static constexpr int A_STAGE = kBK * (BM + kPad), B_STAGE = kBK * (BN + kPad);  // floats
@@ -144,26 +146,33 @@ __device__ __forceinline__ void wide_mainloop(AL& al, BL& bl, float* smem, int k
   for (int i = 0; i < nt; ++i) {
     const float* as = sa + cur * Cfg::A_STAGE;
     const float* bs = sb + cur * Cfg::B_STAGE;
+    // The k-tile in parts of KU kk (KU even, so kk's fragment buffer is j & 1):
+    // an 8×16 thread tile unrolled over all of BK would be a loop body of 1024
+    // FFMAs (16 KB), more than an SM sub-partition's instruction cache keeps.
+#pragma unroll 1
+    for (int k0 = 0; k0 < kBK; k0 += Cfg::KU) {
 #pragma unroll
-    for (int kk = 0; kk < kBK; ++kk) {
-      if (kk + 1 < kBK) {
-        wide_frag<L>(as + (kk + 1) * (Cfg::BM + kPad), bs + (kk + 1) * (Cfg::BN + kPad), row, col,
-                     a[(kk + 1) & 1], b[(kk + 1) & 1]);
-      } else {
-        // Groups committed so far: S + i (tiles 0 … S+i−1, empty ones past the
-        // end); tile i+1 is group i+1, so at most S−2 may still be pending.
-        copy_wait<S - 2>();
-        __syncthreads();
-        if (i + S < nt) {  // block-uniform; stage cur is free: every thread has read tile i
-          al.issue(reinterpret_cast<AS>(sa + cur * Cfg::A_STAGE));
-          bl.issue(reinterpret_cast<BS>(sb + cur * Cfg::B_STAGE));
+      for (int j = 0; j < Cfg::KU; ++j) {
+        const int kk = k0 + j;
+        if (j + 1 < Cfg::KU || k0 + Cfg::KU < kBK) {
+          wide_frag<L>(as + (kk + 1) * (Cfg::BM + kPad), bs + (kk + 1) * (Cfg::BN + kPad), row,
+                       col, a[(j + 1) & 1], b[(j + 1) & 1]);
+        } else {
+          // Groups committed so far: S + i (tiles 0 … S+i−1, empty ones past the
+          // end); tile i+1 is group i+1, so at most S−2 may still be pending.
+          copy_wait<S - 2>();
+          __syncthreads();
+          if (i + S < nt) {  // block-uniform; stage cur is free: all have read tile i
+            al.issue(reinterpret_cast<AS>(sa + cur * Cfg::A_STAGE));
+            bl.issue(reinterpret_cast<BS>(sb + cur * Cfg::B_STAGE));
+          }
+          copy_commit();
+          cur = cur + 1 == S ? 0 : cur + 1;
+          if (i + 1 < nt)  // block-uniform
+            wide_frag<L>(sa + cur * Cfg::A_STAGE, sb + cur * Cfg::B_STAGE, row, col, a[0], b[0]);
         }
-        copy_commit();
-        cur = cur + 1 == S ? 0 : cur + 1;
-        if (i + 1 < nt)  // block-uniform
-          wide_frag<L>(sa + cur * Cfg::A_STAGE, sb + cur * Cfg::B_STAGE, row, col, a[0], b[0]);
+        wide_fma<L>(a[j & 1], b[j & 1], acc);
       }
-      wide_fma<L>(a[kk & 1], b[kk & 1], acc);
     }
   }
 }
