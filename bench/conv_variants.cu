@@ -3,7 +3,11 @@
 // the CIFAR autoencoder's convolutions conv1 … conv4 (3×3, pad 1; conv5 is
 // thin and runs elsewhere), next to the plan the public functions choose, so
 // that one run on the GPU shows what the heuristics in implicit_plan.h should
-// pick. A development tool: not part of the trainer.
+// pick. A development tool: not part of the trainer. Variant names are
+// tile/splits/order: tile L, M, S, ThinN (classic engine) or WN, WM, WQ, WL
+// (wide engine; tried where GEMM_K has at least 32 k-tiles); order chw
+// (channel-major) or tap (tap-major GEMM_K; for the weight gradient, tap-major
+// columns).
 //
 //   hpmc_conv_bench [batch=64] [reps=20]
 //
@@ -82,6 +86,10 @@ const char* tile_name(Tile t) {
     case Tile::kS: return "S";
     case Tile::kThinN: return "ThinN";
     case Tile::kThinM: return "ThinM";
+    case Tile::kWN: return "WN";
+    case Tile::kWM: return "WM";
+    case Tile::kWQ: return "WQ";
+    case Tile::kWL: return "WL";
   }
   return "?";
 }
@@ -151,12 +159,14 @@ int main(int argc, char** argv) {
       }
       std::vector<Tile> tile_list = {Tile::kL, Tile::kM, Tile::kS};
       if (pass == ConvPass::kWeightGrad && s.C * 9 <= 32) tile_list.push_back(Tile::kThinN);
+      else if (conv_ktiles(s, pass) >= 32)  // the wide tiles are for long reductions
+        for (Tile t : {Tile::kWN, Tile::kWM, Tile::kWQ, Tile::kWL}) tile_list.push_back(t);
       for (Tile t : tile_list)
         for (int sp : split_list)
           for (bool tap : {false, true}) {
-            if (tap && pass == ConvPass::kWeightGrad) continue;
-            if (tap && !(pass == ConvPass::kForward ? tap_major_forward(s.C, s.K)
-                                                    : tap_major_backward_data(1, s.C, s.K)))
+            if (tap && !(pass == ConvPass::kForward        ? tap_major_forward(s.C, s.K)
+                         : pass == ConvPass::kBackwardData ? tap_major_backward_data(1, s.C, s.K)
+                                                           : tap_major_weight_grad(s.C, t)))
               continue;
             const ConvPlan p = make_conv_plan(s, pass, t, sp, tap);
             std::function<void()> f;

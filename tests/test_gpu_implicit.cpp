@@ -134,6 +134,25 @@ std::unique_ptr<DevArray> input(const std::vector<float>& v, size_t misalign = 0
   return ::testing::AssertionSuccess();
 }
 
+// fused[i] is the ReLU layer's function (v < 0 ? 0 : v) of plain[i], bit for bit.
+::testing::AssertionResult relu_of(const std::vector<float>& plain,
+                                   const std::vector<float>& fused) {
+  if (plain.size() != fused.size())
+    return ::testing::AssertionFailure() << "size " << fused.size() << " vs " << plain.size();
+  size_t positive = 0, zeroed = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    const float want = plain[i] < 0.0f ? 0.0f : plain[i];
+    if (!same_bits(fused[i], want))
+      return ::testing::AssertionFailure() << "element " << i << ": " << fused[i]
+                                           << ", expected relu(" << plain[i] << ") = " << want;
+    (want > 0.0f ? positive : zeroed) += 1;
+  }
+  if (plain.size() > 8 && (positive == 0 || zeroed == 0))
+    return ::testing::AssertionFailure() << "degenerate: " << positive << " positive, " << zeroed
+                                         << " zeroed";
+  return ::testing::AssertionSuccess();
+}
+
 void finish(const char* what) {
   gpu::check_after(what);
   gpu::synchronize();
@@ -284,6 +303,14 @@ void check_conv(const ConvCase& cc, uint64_t seed, bool bias = true, size_t misa
   EXPECT_TRUE(matches(y.payload(), ref_forward(s, x, w, bias ? &b : nullptr))) << "forward";
   EXPECT_TRUE(y.guards_intact(kGuard)) << "forward";
 
+  // forward with the fused ReLU: the ReLU of the forward's own output, bit for bit
+  DevArray yr(dy.size(), misalign);
+  yr.upload(std::vector<float>(dy.size(), kNaN), kGuard);
+  imp::conv2d_forward_relu(s, dx_in->ptr(), dw_in->ptr(), bias ? db_in->ptr() : nullptr, yr.ptr());
+  finish("implicit conv2d_forward_relu");
+  EXPECT_TRUE(relu_of(y.payload(), yr.payload())) << "forward with the fused ReLU";
+  EXPECT_TRUE(yr.guards_intact(kGuard)) << "forward with the fused ReLU";
+
   // backward_data
   DevArray dx(x.size(), misalign);
   dx.upload(std::vector<float>(x.size(), kNaN), kGuard);
@@ -388,14 +415,14 @@ TEST(GpuImplicit, GemmAllTransposesAndSizes) {
       for (int acc = 0; acc < 2; ++acc) check_gemm(t & 1, t & 2, s.m, s.n, s.k, acc, seed++);
 }
 
-// Large enough that the heuristic picks the 128×128 tiles (2000×2100: 272
+// Large enough that the heuristic picks the 128×128 tiles (1000×1100: 72
 // blocks) and the 128×64 tiles (2000×1100: 288 blocks) on an H100, with
 // partial tiles on both edges (ImplicitPlan.TileChoices pins the choice).
 TEST(GpuImplicit, GemmLargeTiles) {
   HPMC_REQUIRE_GPU();
   uint64_t seed = 2000;
   for (int t = 0; t < 4; ++t) check_gemm(t & 1, t & 2, 2000, 1100, 37, t == 3, seed++);
-  for (int t = 0; t < 4; ++t) check_gemm(t & 1, t & 2, 2000, 2100, 21, t == 1, seed++);
+  for (int t = 0; t < 4; ++t) check_gemm(t & 1, t & 2, 1000, 1100, 21, t == 1, seed++);
 }
 
 // Leading dimensions above the minimum: odd ones (scalar epilogue) and ones that
@@ -512,13 +539,42 @@ TEST(GpuImplicit, CifarAutoencoderShapes) {
 // Shapes for which the heuristic picks the large tiles on an H100: the
 // 128×128 tiles for forward (M = 16348, N = 250) and backward_data (M = 16348,
 // N = 250), the 128×64 tiles for backward_params (M = 250, N = 540, split-K
-// over N·P·Q = 1058), and split-K in forward and backward_data (M = 1058).
+// over N·P·Q = 1058), and split-K in forward and backward_data (M = 1058; the
+// forward's four slices on 128×128 tiles).
 TEST(GpuImplicit, ConvLargeTiles) {
   HPMC_REQUIRE_GPU();
   check_convs({{4, 3, 61, 67, 250, 3, 3, 1, 1},
                {4, 250, 61, 67, 3, 3, 3, 1, 1},
                {2, 60, 23, 23, 250, 3, 3, 1, 1}},
               700);
+}
+
+// Shapes for which the heuristic picks the wide tiles on an H100
+// (ImplicitPlan.WideTileChoices pins them): 128×256 for the forward of
+// 32→256 at 121×121 (M = 14641: 115 blocks, the last partial), 256×128 with
+// two slices for the forward of 64→128 at 120×120 (57 blocks, the last
+// partial). Each is also run twice for identical bits.
+TEST(GpuImplicit, ConvWideTiles) {
+  HPMC_REQUIRE_GPU();
+  check_convs({{1, 32, 121, 121, 256, 3, 3, 1, 1}, {1, 64, 120, 120, 128, 3, 3, 1, 1}}, 750);
+  for (const ConvCase& cc : std::vector<ConvCase>{{1, 32, 121, 121, 256, 3, 3, 1, 1},
+                                                  {1, 64, 120, 120, 128, 3, 3, 1, 1}}) {
+    const Conv2dShape s = cc.shape();
+    SCOPED_TRACE(describe(s));
+    Rng rng(760);
+    const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
+    const std::vector<float> w = random_floats(s.weight_count(), rng);
+    auto dx_in = input(x), dw_in = input(w);
+    std::vector<float> out[2];
+    for (int run = 0; run < 2; ++run) {
+      DevArray y(size_t(s.N) * s.out_sample());
+      y.upload(std::vector<float>(y.size(), kNaN), kGuard);
+      imp::conv2d_forward(s, dx_in->ptr(), dw_in->ptr(), nullptr, y.ptr());
+      finish("implicit conv2d_forward (wide, determinism)");
+      out[run] = y.payload();
+    }
+    EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4));
+  }
 }
 
 // No bias (db null) and every array off 16-byte alignment (scalar epilogues).
@@ -683,14 +739,20 @@ TEST(GpuImplicit, ConvEmptyBatch) {
 
 // ---- every plan on the GEMM path (implicit_conv.h) -------------------------------------
 //
-// Each pass of each shape under every tile configuration, with and without
-// split-K (3 slices, and as many as there are k-tiles), and with both GEMM_K
-// orders where the tap-major one applies: forward needs C % 8 == 0 and
-// K % 4 == 0, backward_data stride 1, K % 8 == 0 and C % 4 == 0. The shapes
-// give partial tiles along M and N, several taps per k-tile row of channels
-// (C = 8, 16, 40), a 5×5 window, an asymmetric 2×3 one, stride 2 and 1×1.
+// Each pass of each shape under every tile configuration (both engines), with
+// and without split-K (3 slices, and as many as there are k-tiles: slices of
+// one k-tile, shorter than the pipelines), and with both GEMM_K orders where
+// the tap-major one applies: forward needs C % 8 == 0 and K % 4 == 0,
+// backward_data stride 1, K % 8 == 0 and C % 4 == 0, backward_params' tap-major
+// columns a tile whose BN divides C (16, 64, 128, 256). The shapes give partial
+// tiles along M and N, several taps per k-tile row of channels (C = 8, 16, 40),
+// a 5×5 window, an asymmetric 2×3 one, stride 2 and 1×1; C = 128 and 256 with
+// long reductions (144 and 288 k-tiles: the wide engine's 4-stage ring wraps
+// many times) and GEMM_M past 256 (partial 256-row tiles).
 
-void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0) {
+// only: the tile configurations to run (default: all of them).
+void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0,
+                   std::vector<gpu::implicit_detail::Tile> only = {}) {
   using namespace gpu::implicit_detail;
   const Conv2dShape s = cc.shape();
   SCOPED_TRACE(describe(s) + " seed=" + std::to_string(seed) + (misalign ? " misaligned" : ""));
@@ -706,16 +768,22 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0) {
   const std::vector<double> want_dx = ref_backward_data(s, dy, w);
   std::vector<double> want_dw = ref_weight_grad(s, x, dy);
   for (size_t i = 0; i < want_dw.size(); ++i) want_dw[i] += dw0[i];
+  std::vector<double> want_db = ref_bias_grad(s, dy);  // added to db = b
+  for (size_t i = 0; i < want_db.size(); ++i) want_db[i] += b[i];
+  int bias_columns = 0;  // weight-gradient plans that took db as a GEMM column
 
-  const Tile all_tiles[] = {Tile::kL, Tile::kM, Tile::kS, Tile::kThinN, Tile::kThinM};
-  const char* tile_names[] = {"L", "M", "S", "ThinN", "ThinM"};
+  const Tile all_tiles[] = {Tile::kL,  Tile::kM,  Tile::kS,  Tile::kThinN, Tile::kThinM,
+                            Tile::kWN, Tile::kWM, Tile::kWQ, Tile::kWL};
+  const char* tile_names[] = {"L", "M", "S", "ThinN", "ThinM", "WN", "WM", "WQ", "WL"};
   for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kWeightGrad}) {
-    const bool tap_ok = pass == ConvPass::kForward
-                            ? tap_major_forward(s.C, s.K)
-                            : pass == ConvPass::kBackwardData &&
-                                  tap_major_backward_data(s.stride, s.C, s.K);
     const int kt = conv_ktiles(s, pass);
-    for (int t = 0; t < 5; ++t)
+    for (int t = 0; t < 9; ++t) {
+      if (!only.empty() && std::find(only.begin(), only.end(), all_tiles[t]) == only.end())
+        continue;
+      const bool tap_ok = pass == ConvPass::kForward ? tap_major_forward(s.C, s.K)
+                          : pass == ConvPass::kBackwardData
+                              ? tap_major_backward_data(s.stride, s.C, s.K)
+                              : tap_major_weight_grad(s.C, all_tiles[t]);
       for (int splits : {1, 3, kt})
         for (bool tap : {false, true}) {
           if (tap && !tap_ok) continue;
@@ -729,6 +797,12 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0) {
             finish("planned forward");
             EXPECT_TRUE(matches(y.payload(), want_y));
             EXPECT_TRUE(y.guards_intact(kGuard));
+            DevArray yr(dy.size(), misalign);  // with the fused ReLU (epilogue or split sum)
+            yr.upload(std::vector<float>(dy.size(), kNaN), kGuard);
+            conv_forward_planned(s, p, dx_in->ptr(), dw_in->ptr(), db_in->ptr(), yr.ptr(), true);
+            finish("planned forward with the fused ReLU");
+            EXPECT_TRUE(relu_of(y.payload(), yr.payload()));
+            EXPECT_TRUE(yr.guards_intact(kGuard));
           } else if (pass == ConvPass::kBackwardData) {
             DevArray dx(x.size(), misalign);
             dx.upload(std::vector<float>(x.size(), kNaN), kGuard);
@@ -743,9 +817,29 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0) {
             finish("planned weight gradient");
             EXPECT_TRUE(matches(dw.payload(), want_dw));
             EXPECT_TRUE(dw.guards_intact(kGuard));
+            if (bias_column_fits(s, p)) {  // db as the GEMM's column of ones
+              DevArray dw2(w.size(), misalign), db2(b.size(), misalign);
+              dw2.upload(dw0, kGuard);
+              db2.upload(b, kGuard);
+              conv_weight_grad_planned(s, p, dx_in->ptr(), ddy_in->ptr(), dw2.ptr(), db2.ptr());
+              finish("planned weight gradient with the bias column");
+              EXPECT_TRUE(matches(dw2.payload(), want_dw));
+              EXPECT_TRUE(matches(db2.payload(), want_db));
+              EXPECT_TRUE(dw2.guards_intact(kGuard));
+              EXPECT_TRUE(db2.guards_intact(kGuard));
+              ++bias_columns;
+            } else {
+              EXPECT_THROW(conv_weight_grad_planned(s, p, dx_in->ptr(), ddy_in->ptr(), dw.ptr(),
+                                                    db_in->ptr()),
+                           RuntimeError);
+            }
           }
         }
+    }
   }
+  // C·R·S not a multiple of 16: some split plan has room for the bias column.
+  if ((s.C * s.R * s.S) % 16 != 0 && conv_ktiles(s, ConvPass::kWeightGrad) > 1 && only.empty())
+    EXPECT_GT(bias_columns, 0);
 }
 
 TEST(GpuImplicitPlanned, EveryTileSplitAndOrder) {
@@ -762,6 +856,35 @@ TEST(GpuImplicitPlanned, EveryTileSplitAndOrder) {
        })
     check_planned(cc, seed++);
   check_planned({2, 16, 9, 11, 24, 3, 3, 1, 1}, seed++, /*misalign=*/1);
+}
+
+// The wide engine's territory: long reductions, C = 128 / 256 (the weight
+// gradient's tap-major columns on every tile), M = 2·13·11 = 286 (a partial
+// 256-row tile), N = 200 and 136 (partial 128- and 256-wide column tiles),
+// stride 2 (forward tap-major, backward_data channel-major), batch 1.
+TEST(GpuImplicitPlanned, WideTilesLongReductions) {
+  HPMC_REQUIRE_GPU();
+  uint64_t seed = 7100;
+  for (const ConvCase& cc : std::vector<ConvCase>{
+           {2, 128, 13, 11, 200, 3, 3, 1, 1},  // 144 / 225 / 36 k-tiles
+           {1, 256, 9, 10, 136, 3, 3, 1, 1},   // 288 / 153 / 12 k-tiles
+           {1, 128, 11, 9, 64, 3, 3, 2, 1},    // stride 2: P×Q = 6×5
+       })
+    check_planned(cc, seed++);
+  check_planned({1, 128, 6, 7, 24, 3, 3, 1, 1}, seed++, /*misalign=*/1);
+}
+
+// The wide engine on small problems, for compute-sanitizer (scripts/gpu-check
+// sanitize runs GpuImplicit*Small*): every wide tile, both orders, split and
+// not, one block or a few, reductions shorter and longer than the 4-stage ring,
+// the fused ReLU and the bias column.
+TEST(GpuImplicitPlanned, WideTilesSmall) {
+  HPMC_REQUIRE_GPU();
+  using gpu::implicit_detail::Tile;
+  const std::vector<Tile> wide = {Tile::kWN, Tile::kWM, Tile::kWQ, Tile::kWL};
+  check_planned({1, 16, 5, 6, 12, 3, 3, 1, 1}, 7200, 0, wide);   // 18 / 14 / 4 k-tiles
+  check_planned({1, 128, 3, 4, 8, 3, 3, 1, 1}, 7201, 0, wide);   // C = 128: tap-major dw
+  check_planned({1, 5, 9, 7, 20, 3, 3, 1, 1}, 7202, 0, wide);    // C·R·S = 45: bias column
 }
 
 // The forced plans are checked: tap-major where it does not apply, and slices
@@ -1021,8 +1144,9 @@ TEST(ImplicitPlan, SplitsCoverEveryTileOnce) {
 TEST(ImplicitPlan, TileChoices) {
   using namespace gpu::implicit_detail;
   const int sms = 132;
-  EXPECT_EQ(choose_tile(2000, 2100, 1, sms), Tile::kL);          // GemmLargeTiles: 272 blocks
+  EXPECT_EQ(choose_tile(1000, 1100, 1, sms), Tile::kL);          // GemmLargeTiles: 72 L blocks
   EXPECT_EQ(choose_tile(2000, 1100, 1, sms), Tile::kM);          // 144 L blocks, 288 M blocks
+  EXPECT_EQ(choose_tile(2000, 2100, 1, sms), Tile::kM);          // 272 L: 3 on the busiest SM
   EXPECT_EQ(choose_tile(4 * 61 * 67, 250, 1, sms), Tile::kL);    // forward
   EXPECT_EQ(choose_tile(4 * 61 * 67, 3, 1, sms), Tile::kThinN);  // backward_data, C = 3
   EXPECT_EQ(choose_tile(3, 250 * 9, 15, sms), Tile::kThinM);     // weight grad, K = 3
@@ -1032,7 +1156,7 @@ TEST(ImplicitPlan, TileChoices) {
   EXPECT_EQ(choose_tile(250, 540, splits, sms), Tile::kM);
   choose_out_splits(2 * 23 * 23, 250, int(tiles(60 * 9, 8)), splits, tps);  // its forward
   EXPECT_EQ(splits, 4);
-  EXPECT_EQ(choose_tile(2 * 23 * 23, 250, splits, sms), Tile::kS);
+  EXPECT_EQ(choose_tile(2 * 23 * 23, 250, splits, sms), Tile::kL);  // 72 blocks of 128×128
   choose_splits(128, 2304, int(tiles(2 * 16 * 16, 8)), splits, tps);  // 256→128 @16, batch 2
   EXPECT_EQ(splits, 8);
   EXPECT_EQ(choose_tile(128, 2304, splits, sms), Tile::kM);
@@ -1047,20 +1171,22 @@ TEST(ImplicitPlan, TileChoices) {
 }
 
 // The CIFAR autoencoder at batch 64 (conv1 … conv4; conv5 is thin): which
-// tile, how many slices and which GEMM_K order each pass runs with.
+// tile, how many slices and which GEMM_K order each pass runs with (the
+// weight gradient's tap-major columns: its tile's BN divides C).
 TEST(ImplicitPlan, CifarBatch64) {
   using namespace gpu::implicit_detail;
   struct Want {
     int C, HW, K;
     Tile fwd, dgrad, wgrad;
     int fwd_splits, dgrad_splits, wgrad_splits;
-    bool tap;  // forward and backward_data tap-major (conv1: neither)
+    bool tap;        // forward and backward_data tap-major (conv1: neither)
+    bool wgrad_tap;  // backward_params' tap-major columns
   };
   const Want layers[] = {
-      {3, 32, 256, Tile::kL, Tile::kThinN, Tile::kThinN, 1, 1, 64, false},  // conv1
-      {256, 16, 128, Tile::kM, Tile::kL, Tile::kL, 1, 1, 14, true},      // conv2
-      {128, 8, 128, Tile::kM, Tile::kM, Tile::kL, 4, 4, 29, true},       // conv3
-      {128, 16, 256, Tile::kL, Tile::kM, Tile::kL, 1, 1, 14, true},      // conv4
+      {3, 32, 256, Tile::kL, Tile::kThinN, Tile::kThinN, 1, 1, 64, false, false},  // conv1
+      {256, 16, 128, Tile::kWM, Tile::kWN, Tile::kWN, 2, 1, 14, true, true},        // conv2
+      {128, 8, 128, Tile::kL, Tile::kL, Tile::kL, 4, 4, 29, true, true},            // conv3
+      {128, 16, 256, Tile::kWN, Tile::kWM, Tile::kWM, 1, 2, 14, true, true},        // conv4
   };
   for (const Want& l : layers) {
     SCOPED_TRACE(str("C=", l.C, " HW=", l.HW, " K=", l.K));
@@ -1068,21 +1194,55 @@ TEST(ImplicitPlan, CifarBatch64) {
     int splits = 0, tps = 0;
     choose_out_splits(pix, l.K, int(tiles(l.C * 9, 8)), splits, tps);
     EXPECT_EQ(splits, l.fwd_splits);
-    EXPECT_EQ(choose_tile(pix, l.K, splits, 132), l.fwd);
+    EXPECT_EQ(choose_conv_tile(pix, l.K, splits, tps, 132, 0), l.fwd);
     choose_out_splits(pix, l.C, int(tiles(l.K * 9, 8)), splits, tps);
     EXPECT_EQ(splits, l.dgrad_splits);
-    EXPECT_EQ(choose_tile(pix, l.C, splits, 132), l.dgrad);
+    EXPECT_EQ(choose_conv_tile(pix, l.C, splits, tps, 132, 0), l.dgrad);
     choose_splits(l.K, l.C * 9, int(tiles(pix, 8)), splits, tps);
     EXPECT_EQ(splits, l.wgrad_splits);
-    EXPECT_EQ(choose_tile(l.K, l.C * 9, splits, 132), l.wgrad);
+    const Tile wt = choose_conv_tile(l.K, l.C * 9, splits, tps, 132, l.C);
+    EXPECT_EQ(wt, l.wgrad);
     EXPECT_EQ(tap_major_forward(l.C, l.K), l.tap);
     EXPECT_EQ(tap_major_backward_data(1, l.C, l.K), l.tap);
+    EXPECT_EQ(tap_major_weight_grad(l.C, wt), l.wgrad_tap);
   }
 }
 
+// The wide tiles' rule (choose_conv_tile): long reductions only, little
+// padding, full waves, and for the weight gradient a BN dividing C.
+TEST(ImplicitPlan, WideTileChoices) {
+  using namespace gpu::implicit_detail;
+  const int sms = 132;
+  EXPECT_EQ(choose_conv_tile(16384, 256, 1, 144, sms, 0), Tile::kWN);   // 128 blocks
+  EXPECT_EQ(choose_conv_tile(16384, 256, 1, 31, sms, 0), Tile::kL);     // short reduction
+  EXPECT_EQ(choose_conv_tile(16384, 128, 2, 144, sms, 0), Tile::kWM);   // 64 × 2 blocks
+  EXPECT_EQ(choose_conv_tile(16384, 128, 1, 288, sms, 0), Tile::kL);    // 64 blocks: half a wave
+  EXPECT_EQ(choose_conv_tile(20000, 256, 1, 144, sms, 0), Tile::kM);    // 157 WN, 158 WM blocks
+  EXPECT_EQ(choose_conv_tile(16384, 200, 1, 144, sms, 0), Tile::kL);    // WN, WM pad 28%
+  EXPECT_EQ(choose_conv_tile(128, 2304, 14, 146, sms, 256), Tile::kWN);  // 126 blocks
+  EXPECT_EQ(choose_conv_tile(128, 2304, 14, 146, sms, 128), Tile::kL);   // BN 256 ∤ C
+  EXPECT_EQ(choose_conv_tile(256, 1152, 14, 146, sms, 128), Tile::kWM);  // WN: 140 blocks
+  EXPECT_EQ(choose_conv_tile(256, 27, 64, 128, sms, 3), Tile::kThinN);  // conv1's weights
+  // GpuImplicit.ConvWideTiles' forwards.
+  int splits = 0, tps = 0;
+  choose_out_splits(121 * 121, 256, int(tiles(32 * 9, 8)), splits, tps);
+  EXPECT_EQ(splits, 1);
+  EXPECT_EQ(choose_conv_tile(121 * 121, 256, splits, tps, sms, 0), Tile::kWN);
+  choose_out_splits(120 * 120, 128, int(tiles(64 * 9, 8)), splits, tps);
+  EXPECT_EQ(splits, 2);
+  EXPECT_EQ(choose_conv_tile(120 * 120, 128, splits, tps, sms, 0), Tile::kWM);
+  EXPECT_EQ(tile_bm(Tile::kWM), 256);
+  EXPECT_EQ(tile_bn(Tile::kWN), 256);
+  EXPECT_TRUE(tap_major_weight_grad(256, Tile::kWN));
+  EXPECT_FALSE(tap_major_weight_grad(128, Tile::kWN));
+  EXPECT_TRUE(tap_major_weight_grad(48, Tile::kThinN));
+  EXPECT_FALSE(tap_major_weight_grad(40, Tile::kS));
+}
+
 // Forward / backward_data splits: slices cover every k-tile once, none empty,
-// at most kMaxOutSplits, at least kMinTilesPerOutSplit k-tiles when split, and
-// none when the 128×64 tiles alone give a block per SM.
+// at most kMaxOutSplits, at least kMinTilesPerOutSplit k-tiles when split; for
+// a large output (the 128×64 tiles give a block per SM) none unless its wide
+// blocks fill less than 3/4 of the SMs, and then slices of ≥ kWideMinTiles.
 TEST(ImplicitPlan, OutSplitsCoverEveryTileOnce) {
   using namespace gpu::implicit_detail;
   for (long long M : {1ll, 100ll, 4096ll, 16384ll, 1ll << 20})
@@ -1096,7 +1256,11 @@ TEST(ImplicitPlan, OutSplitsCoverEveryTileOnce) {
         ASSERT_LT((long long)(splits - 1) * tps, kt);
         ASSERT_GE((long long)splits * tps, kt);
         if (splits > 1) ASSERT_GE(tps, kMinTilesPerOutSplit);
-        if (tiles(M, 128) * tiles(N, 64) >= kPlanSMs) ASSERT_EQ(splits, 1);
+        if (tiles(M, 128) * tiles(N, 64) >= kPlanSMs) {  // large: only to fill the wide tiles
+          if (M < 256 || N < 128 || tiles(M * N, 128 * 256) * 4 >= kPlanSMs * 3)
+            ASSERT_EQ(splits, 1);
+          if (splits > 1) ASSERT_GE(tps, kWideMinTiles);
+        }
       }
 }
 

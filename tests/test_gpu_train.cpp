@@ -58,10 +58,11 @@ struct GpuRun {
   std::vector<EpochResult> epochs;
 };
 
-GpuRun train(const char* yaml, Impl impl, const Dataset& tr, const Dataset& te) {
+GpuRun train(const char* yaml, Impl impl, const Dataset& tr, const Dataset& te,
+             bool fuse = true) {
   GpuRun r;
   r.cfg = parse_config(yaml, "t.yaml");
-  r.model = Model::build(r.cfg, impl, Shape(1, 1, 28, 28), 10);
+  r.model = Model::build(r.cfg, impl, Shape(1, 1, 28, 28), 10, fuse);
   r.model->params().init(r.cfg.training.seed);  // the same weights on every impl
   Trainer t(*r.model, r.cfg.training);
   t.set_progress(Trainer::Progress::kQuiet);
@@ -132,6 +133,71 @@ TEST(GpuTrain, SameSeedSameWeightsBitForBit) {
     Tensor pb = b.model->params().params().to_device(Device::kCPU);
     EXPECT_EQ(std::memcmp(pa.raw(), pb.raw(), pa.bytes()), 0);
     EXPECT_EQ(a.epochs.back().train_loss, b.epochs.back().train_loss);
+  }
+}
+
+// ReLU fusion (model.h) on im2col: relu1, relu2, relu3 run inside the convs
+// before them in forward, inside the pools / the upsample after them in
+// backward, and training gives the same bits as with every ReLU on its own.
+// naive and tiled convs decline the forward fusion; the backward still fuses.
+TEST(GpuTrain, FusedReLUsGiveTheSameBits) {
+  HPMC_REQUIRE_GPU();
+  Dataset tr = testing::synthetic_blobs(640, 9), te = testing::synthetic_blobs(64, 10);
+  for (Impl impl : {Impl::kIm2col, Impl::kTiled}) {
+    SCOPED_TRACE(impl_name(impl));
+    GpuRun fused = train(kAe, impl, tr, te), plain = train(kAe, impl, tr, te, /*fuse=*/false);
+    const Model& m = *fused.model;
+    // conv1 relu1 pool1 conv2 relu2 pool2 up1 conv3 relu3 up2 conv4
+    ASSERT_EQ(m.layers().size(), 11u);
+    for (int i : {1, 4, 8}) EXPECT_EQ(m.forward_fused(i), impl == Impl::kIm2col) << i;
+    for (int i : {1, 4, 8}) EXPECT_TRUE(m.backward_fused(i)) << i;
+    for (int i : {0, 2, 3, 5, 6, 7, 9, 10}) {
+      EXPECT_FALSE(m.forward_fused(i)) << i;
+      EXPECT_FALSE(m.backward_fused(i)) << i;
+    }
+    for (size_t i = 0; i < plain.model->layers().size(); ++i) {
+      EXPECT_FALSE(plain.model->forward_fused(int(i)));
+      EXPECT_FALSE(plain.model->backward_fused(int(i)));
+    }
+    Tensor pa = fused.model->params().params().to_device(Device::kCPU);
+    Tensor pb = plain.model->params().params().to_device(Device::kCPU);
+    EXPECT_EQ(std::memcmp(pa.raw(), pb.raw(), pa.bytes()), 0) << "weights differ";
+    ASSERT_EQ(fused.epochs.size(), plain.epochs.size());
+    for (size_t e = 0; e < fused.epochs.size(); ++e) {
+      EXPECT_EQ(fused.epochs[e].train_loss, plain.epochs[e].train_loss) << e;
+      EXPECT_EQ(fused.epochs[e].test.loss, plain.epochs[e].test.loss) << e;
+    }
+  }
+}
+
+// The features layer keeps its own output: with features: conv1 the ReLU after
+// it is not fused into its forward (its backward still is, into pool1), and
+// the features forward runs. training.fuse: false fuses nothing.
+TEST(GpuTrain, NoForwardFusionIntoTheFeaturesLayer) {
+  HPMC_REQUIRE_GPU();
+  std::string yaml = kAe;
+  yaml.replace(yaml.find("features: pool2"), 15, "features: conv1");
+  const Config cfg = parse_config(yaml, "t.yaml");
+  auto m = Model::build(cfg, Impl::kIm2col, Shape(1, 1, 28, 28), 10);
+  EXPECT_FALSE(m->forward_fused(1));
+  EXPECT_TRUE(m->backward_fused(1));
+  EXPECT_TRUE(m->forward_fused(4));
+  m->params().init(1);
+  m->allocate(4);
+  Rng rng(11);
+  const Tensor x = testing::random_tensor(Shape(4, 1, 28, 28), rng).to_device(Device::kGPU);
+  Tensor f = m->forward(x, 0).to_device(Device::kCPU);
+  size_t negative = 0;
+  for (size_t i = 0; i < f.numel(); ++i) negative += f.data<float>()[i] < 0 ? 1 : 0;
+  EXPECT_GT(negative, 0u) << "conv1's features lost their negative values to the ReLU";
+
+  // training.fuse: false switches the fusion off.
+  std::string off = kAe;
+  off.replace(off.find("seed: 4}"), 8, "seed: 4, fuse: false}");
+  auto plain = Model::build(parse_config(off, "t.yaml"), Impl::kIm2col, Shape(1, 1, 28, 28), 10);
+  for (size_t i = 0; i < plain->layers().size(); ++i) {
+    EXPECT_FALSE(plain->forward_fused(int(i))) << i;
+    EXPECT_FALSE(plain->backward_fused(int(i))) << i;
   }
 }
 

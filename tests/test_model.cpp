@@ -301,6 +301,19 @@ TEST(Model, BackwardStopsAtTheFirstLayerWithParameters) {
   EXPECT_TRUE(ae->needs_input_grad(1));
 }
 
+// ReLU fusion is for GPU layers (model.h): CPU layers decline every offer, so
+// a CPU model runs each ReLU itself, and its table says nothing of fusion.
+TEST(Model, CpuModelsFuseNothing) {
+  auto m = build(kAe, kCifar);
+  for (size_t i = 0; i < m->layers().size(); ++i) {
+    EXPECT_FALSE(m->forward_fused(int(i))) << i;
+    EXPECT_FALSE(m->backward_fused(int(i))) << i;
+  }
+  std::ostringstream os;
+  m->print_table(os);
+  EXPECT_EQ(os.str().find("fused"), std::string::npos) << os.str();
+}
+
 TEST(Sgd, MatchesPyTorchSemantics) {
   // One parameter: p=1, grad 0.5 each step, lr 0.1, momentum 0.9, wd 0.01.
   // PyTorch: g = grad + wd*p; buf = momentum*buf + g (buf = g on step 1); p -= lr*buf.

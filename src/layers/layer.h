@@ -83,6 +83,21 @@ class Layer {
   void forward(const Tensor& x, Tensor& y);
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
 
+  // ---- fusion with a neighbouring ReLU (Model::build asks; see model.h) ----
+  // Each returns whether the layer takes the work on from then on; the
+  // defaults decline, and so does every CPU layer. A layer that agrees must
+  // give exactly the bits of the unfused pair.
+  //
+  // The ReLU right after this layer: forward writes relu(y) (v < 0 ? 0 : v,
+  // NaN passing, as ReLU does) instead of y, and the model skips the ReLU's
+  // forward, whose output then aliases this layer's. Its backward is
+  // unchanged: its mask x > 0 reads this layer's output, and relu(v) > 0 ⇔ v > 0.
+  virtual bool fuse_relu_forward() { return false; }
+  // The ReLU right before this layer: backward writes dx = x > 0 ? dx : 0, with
+  // x this layer's input (the ReLU's output, whose sign is its input's), and
+  // the model skips the ReLU's backward.
+  virtual bool fuse_relu_backward() { return false; }
+
  protected:
   virtual void forward_impl(const Tensor& x, Tensor& y) = 0;
   virtual void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) = 0;

@@ -92,7 +92,9 @@ struct TrainingConfig {
   uint64_t seed = 1;
   bool shuffle = true;
   int threads = 0;  // CPU threads; 0: OMP_NUM_THREADS or every core
-  bool fuse = true;  // GPU: one fused kernel per step where the model fits (model/fused_step.h)
+  // GPU: one fused kernel per step where the model fits (model/fused_step.h),
+  // and ReLUs run inside their neighbouring layers (model/model.h)
+  bool fuse = true;
 };
 
 struct OutputConfig {

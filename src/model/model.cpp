@@ -23,7 +23,7 @@ std::string thousands(size_t n) {
 }  // namespace
 
 std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& sample,
-                                    int num_classes) {
+                                    int num_classes, bool fuse) {
   if (impl_device(impl) == Device::kGPU && gpu::device_count() == 0)
     throw UsageError(str("--impl ", impl_name(impl), " runs on a CUDA GPU, but there is none usable here [",
                          gpu::describe_devices().front(), "]; use --impl cpu"));
@@ -116,6 +116,21 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
       break;
     }
 
+  // ReLU fusion (model.h). Backward: only where the ReLU computes an input
+  // gradient (then the layer after it does too).
+  const size_t count = m->layers_.size();
+  m->fwd_fused_.assign(count, false);
+  m->bwd_fused_.assign(count, false);
+  if (fuse && cfg.training.fuse)
+    for (size_t i = 0; i < count; ++i) {
+      if (std::string(m->layers_[i]->type()) != "relu") continue;
+      if (i > 0 && int(i) - 1 != m->features_ && m->layers_[i - 1]->fuse_relu_forward())
+        m->fwd_fused_[i] = true;
+      if (i + 1 < count && m->runs_backward(int(i)) && m->needs_input_grad(int(i)) &&
+          m->layers_[i + 1]->fuse_relu_backward())
+        m->bwd_fused_[i] = true;
+    }
+
   m->params_.build(m->layers_, m->device());
   return m;
 }
@@ -132,6 +147,13 @@ void Model::print_table(std::ostream& os) const {
     Shape out = l.output_shape(cur);
     std::string type = l.type();
     if (!l.describe().empty()) type += " " + l.describe();
+    if (fwd_fused_[i] || bwd_fused_[i]) {  // a ReLU run by its neighbours
+      type += " (fused:";
+      if (fwd_fused_[i]) type += " fwd in " + layers_[i - 1]->name();
+      if (fwd_fused_[i] && bwd_fused_[i]) type += ",";
+      if (bwd_fused_[i]) type += " bwd in " + layers_[i + 1]->name();
+      type += ")";
+    }
     std::string name = l.name() + (int(i) == features_ ? " *" : "");
     rows.push_back({std::to_string(i + 1), name, type, l.impl(), cur.sample_str(),
                     out.sample_str(), thousands(l.param_count())});
@@ -168,9 +190,11 @@ void Model::allocate(int max_batch) {
   acts_.clear();
   Shape cur = in_.with_batch(max_batch);
   size_t biggest = cur.count();
-  for (const auto& l : layers_) {
-    cur = l->output_shape(cur);
-    acts_.push_back(Tensor::empty(cur, DType::kF32, device()));
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    cur = layers_[i]->output_shape(cur);
+    // A fused ReLU's output is its input (the layer before it wrote relu(y)).
+    acts_.push_back(fwd_fused_[i] ? acts_[i - 1].view(cur)
+                                  : Tensor::empty(cur, DType::kF32, device()));
     biggest = std::max(biggest, cur.count());
   }
   grad_a_ = Tensor::empty(Shape(1, int(biggest), 1, 1), DType::kF32, device());
@@ -182,9 +206,15 @@ const Tensor& Model::forward(const Tensor& x, int last) {
   int n = x.shape().n;
   HPMC_CHECK(n <= max_batch_, "batch ", n, " exceeds the allocated ", max_batch_);
   if (last < 0) last = int(layers_.size()) - 1;
+  HPMC_CHECK(last + 1 >= int(layers_.size()) || !fwd_fused_[size_t(last + 1)], "layer '",
+             layers_[size_t(last)]->name(), "' runs the ReLU after it: its output is that ReLU's");
   const Tensor* in = &x;
   for (int i = 0; i <= last; ++i) {
     acts_[size_t(i)].set_batch(n);
+    if (fwd_fused_[size_t(i)]) {  // done by layer i − 1; acts_[i] aliases its output
+      in = &acts_[size_t(i)];
+      continue;
+    }
     ProfileScope scope(profiler_, profiler_ ? layers_[size_t(i)]->name() + " fwd" : std::string());
     layers_[size_t(i)]->forward(*in, acts_[size_t(i)]);
     in = &acts_[size_t(i)];
@@ -194,21 +224,26 @@ const Tensor& Model::forward(const Tensor& x, int last) {
 
 void Model::backward(const Tensor& x, const Tensor& dout) {
   int n = x.shape().n;
-  // Layer i writes its input gradient into one buffer while it reads its
-  // output gradient from the other; the views give each the right shape.
+  // A layer writes its input gradient into one buffer while it reads its
+  // output gradient from the other (the first reads dout); the views give
+  // each the right shape. A fused ReLU is skipped: the gradient the layer
+  // after it wrote is already the ReLU's input gradient.
   Tensor* bufs[2] = {&grad_a_, &grad_b_};
   Tensor views[2];
   const Tensor* dy = &dout;
+  int next = 0;  // the buffer the next input gradient goes to (not dy's)
   for (int i = int(layers_.size()) - 1; runs_backward(i); --i) {
+    if (bwd_fused_[size_t(i)]) continue;
     const Tensor& in = i > 0 ? acts_[size_t(i - 1)] : x;
     Tensor* dx = nullptr;
     if (needs_input_grad(i)) {
-      views[i % 2] = bufs[i % 2]->view(in.shape().with_batch(n));
-      dx = &views[i % 2];
+      views[next] = bufs[next]->view(in.shape().with_batch(n));
+      dx = &views[next];
     }
     ProfileScope scope(profiler_, profiler_ ? layers_[size_t(i)]->name() + " bwd" : std::string());
     layers_[size_t(i)]->backward(in, acts_[size_t(i)], *dy, dx);
     dy = dx;
+    next ^= 1;
   }
 }
 

@@ -6,6 +6,15 @@
 // error names the layer, its config location and both shapes. Activations are
 // allocated once for the largest batch (allocate()) and reused; gradients of
 // activations ping-pong between two buffers sized for the largest of them.
+//
+// ReLU fusion (GPU models; layer.h's fusion hooks): build() offers each ReLU's
+// forward to the layer before it (an im2col conv2d applies it in its
+// epilogue; never when that layer is model.features, whose output must stay
+// the layer's own) and its backward to the layer after it (a maxpool2d or
+// upsample2d applies the mask to the gradient it writes). A fused ReLU's forward is
+// skipped, its output aliasing its input; a fused backward is skipped, the
+// next layer's input gradient serving as the ReLU's. Every result keeps its
+// bits; CPU layers decline, so CPU models are unchanged.
 #pragma once
 
 #include <iosfwd>
@@ -30,8 +39,10 @@ class Model {
   // Build from config; `sample` is the per-sample input shape (n = 1) and
   // `num_classes` the label count the data has (checked against a
   // classifier's output).
+  // ReLU fusion needs `fuse` and training.fuse; either false leaves every
+  // ReLU on its own (tests compare the two).
   static std::unique_ptr<Model> build(const Config& cfg, Impl impl, const Shape& sample,
-                                      int num_classes);
+                                      int num_classes, bool fuse = true);
 
   const std::vector<LayerPtr>& layers() const { return layers_; }
   ParamStore& params() { return params_; }
@@ -44,6 +55,9 @@ class Model {
   const Shape& output_shape() const { return out_; }  // per sample
   // Index of the features layer, or -1 when the config names none.
   int features_layer() const { return features_; }
+  // Whether layer i (a ReLU) runs inside its neighbour in forward / backward.
+  bool forward_fused(int i) const { return fwd_fused_.at(size_t(i)); }
+  bool backward_fused(int i) const { return bwd_fused_.at(size_t(i)); }
 
   // Each layer's keys with the values used (defaults filled in), in order;
   // what a run directory's config.yaml records under model.layers.
@@ -57,6 +71,8 @@ class Model {
   int max_batch() const { return max_batch_; }
 
   // Run layers 0..last (default: all) on x; returns the last one's output.
+  // `last` may not be a layer whose following ReLU is fused into it (its output
+  // would be the ReLU's); build() never fuses into model.features.
   const Tensor& forward(const Tensor& x, int last = -1);
   // Backpropagate d loss/d output (shape of the model output for x's batch)
   // through the layers; parameter gradients accumulate into params().grads().
@@ -94,6 +110,7 @@ class Model {
   ParamStore params_;
   int features_ = -1;
   int first_trained_ = 0;  // index of the first layer with parameters (or size())
+  std::vector<bool> fwd_fused_, bwd_fused_;  // per layer: a ReLU run by its neighbour
   int max_batch_ = 0;
   std::vector<Tensor> acts_;  // output of each layer
   Tensor grad_a_, grad_b_;    // ping-pong activation gradients

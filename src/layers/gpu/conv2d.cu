@@ -12,6 +12,12 @@ Conv2dGPU::Conv2dGPU(std::string name, const Conv2dConfig& cfg, Family family)
   conv2d_check_config(this->name(), cfg_);
 }
 
+bool Conv2dGPU::fuse_relu_forward() {
+  if (family_ != Family::kIm2col) return false;
+  relu_ = true;
+  return true;
+}
+
 void Conv2dGPU::forward_impl(const Tensor& x, Tensor& y) {
   const Conv2dShape s = conv_shape(x.shape());
   const float* w = param(0);
@@ -20,7 +26,10 @@ void Conv2dGPU::forward_impl(const Tensor& x, Tensor& y) {
   switch (family_) {
     case Family::kNaive: naive::conv2d_forward(s, x.data<float>(), w, b, out); return;
     case Family::kTiled: tiled::conv2d_forward(s, x.data<float>(), w, b, out); return;
-    case Family::kIm2col: implicit::conv2d_forward(s, x.data<float>(), w, b, out); return;
+    case Family::kIm2col:
+      if (relu_) implicit::conv2d_forward_relu(s, x.data<float>(), w, b, out);
+      else implicit::conv2d_forward(s, x.data<float>(), w, b, out);
+      return;
   }
   throw RuntimeError(str("conv2d '", name(), "': unknown kernel family ", int(family_)));
 }

@@ -2,7 +2,8 @@
 // (config, validation, shapes and parameters all from conv2d_spec.h) running
 // one kernel family of conv2d_kernels.h on device tensors. No CUDA types.
 //
-// forward   family::conv2d_forward (y overwritten)
+// forward   family::conv2d_forward (y overwritten); im2col with a fused ReLU:
+//           implicit::conv2d_forward_relu
 // backward  family::conv2d_backward_params into grad(0)/grad(1) (accumulate),
 //           then, if dx is requested, family::conv2d_backward_data (overwrite)
 #pragma once
@@ -32,6 +33,9 @@ class Conv2dGPU : public LayerGPU {
     return conv2d_backward_flops(cfg_, in, input_grad);
   }
 
+  // im2col: the ReLU after this layer runs in the forward's epilogue (layer.h).
+  bool fuse_relu_forward() override;
+
   const Conv2dConfig& config() const { return cfg_; }
   Family family() const { return family_; }
   Conv2dShape conv_shape(const Shape& in) const { return conv2d_shape(cfg_, in); }
@@ -43,6 +47,7 @@ class Conv2dGPU : public LayerGPU {
  private:
   Conv2dConfig cfg_;
   Family family_;
+  bool relu_ = false;  // forward writes relu(y)
 };
 
 }  // namespace hpmc::gpu

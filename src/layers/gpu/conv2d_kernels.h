@@ -40,4 +40,13 @@ HPMC_CONV_FAMILY(implicit)
 
 #undef HPMC_CONV_FAMILY
 
+namespace implicit {
+// forward with the ReLU that follows the layer applied to each output as it is
+// written: y = relu(conv(x, w) + b), relu(v) = v < 0 ? 0 : v as the ReLU layer
+// computes it, so the bits of conv2d_forward then the ReLU (layer.h,
+// fuse_relu_forward).
+void conv2d_forward_relu(const Conv2dShape& s, const float* x, const float* w, const float* b,
+                         float* y);
+}  // namespace implicit
+
 }  // namespace hpmc::gpu

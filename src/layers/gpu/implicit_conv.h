@@ -33,12 +33,17 @@ ConvPlan plan_conv(const Conv2dShape& s, ConvPass pass);
 // or for the weight gradient.
 ConvPlan make_conv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits, bool tap);
 
+// relu: the fused ReLU (conv2d_forward_relu, conv2d_kernels.h).
 void conv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* x,
-                          const float* w, const float* b, float* y);
+                          const float* w, const float* b, float* y, bool relu = false);
 void conv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const float* dy,
                                 const float* w, float* dx);
-// dw += the weight gradient (no bias).
+// dw += the weight gradient; db (when not null) += the bias gradient, as the
+// GEMM's extra column of ones, which needs bias_column_fits.
 void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const float* x,
-                              const float* dy, float* dw);
+                              const float* dy, float* dw, float* db = nullptr);
+// Whether the plan's last column tile has room for the bias column: split-K,
+// channel-major columns, and C·R·S + 1 columns in as many tiles as C·R·S.
+bool bias_column_fits(const Conv2dShape& s, const ConvPlan& p);
 
 }  // namespace hpmc::gpu::implicit_detail

@@ -1,10 +1,12 @@
 // implicit_conv_kernels.cuh — the kernels of the implicit-GEMM family: the
-// conv loaders (im2col gathers decoded on the fly), the conv output epilogue,
+// conv loaders (im2col gathers decoded on the fly), the conv output epilogues,
 // and the __global__ functions for forward, backward_data, backward_params
 // (split-K slices, split-K reductions, bias gradient), the weight re-layout of
-// the tap-major paths and the plain GEMM. The mappings, tiles and split-K
-// scheme are described at the top of conv2d_implicit_gemm.cu, which holds the
-// host side and is the only includer besides the kernel benchmark.
+// the tap-major paths and the plain GEMM. Every GEMM kernel runs on the engine
+// of its tile configuration (run_tile: implicit_gemm_core.cuh or, for the wide
+// configurations, implicit_gemm_wide.cuh with dynamic shared memory). The
+// mappings, tiles and split-K scheme are described at the top of
+// conv2d_implicit_gemm.cu, which holds the host side and is the only includer.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,6 +16,7 @@
 #include "layers/conv_shape.h"
 #include "layers/gpu/implicit_fastdiv.h"
 #include "layers/gpu/implicit_gemm_core.cuh"
+#include "layers/gpu/implicit_gemm_wide.cuh"
 
 namespace hpmc::gpu::implicit_detail {
 
@@ -23,6 +26,14 @@ using CfgM = TileCfg<128, 64, 8, 4, 2, 4>;
 using CfgS = TileCfg<64, 64, 4, 4, 2, 4>;
 using CfgThinN = TileCfg<128, 16, 4, 4, 4, 4>;
 using CfgThinM = TileCfg<16, 128, 4, 4, 4, 4>;
+// The wide engine (implicit_gemm_wide.cuh): BM, BN, warps along m and n, blocks
+// per SM, stages, kk per unrolled body. 64×64 warp tiles (8×16 / 16×8 per
+// thread, the k-tile unrolled in halves) except WL's 64×32 (8×8 / 16×4, the
+// whole k-tile unrolled), which is L's tile and thread count on the wide engine.
+using CfgWN = WideCfg<128, 256, 2, 4, 1, 4, 4>;
+using CfgWM = WideCfg<256, 128, 4, 2, 1, 4, 4>;
+using CfgWQ = WideCfg<128, 128, 2, 2, 2, 4, 4>;
+using CfgWL = WideCfg<128, 128, 2, 4, 2, 4, 8>;
 
 // Everything the conv loaders need, by value in the kernel's parameter space.
 struct ConvArgs {
@@ -272,9 +283,15 @@ struct WgradALoader {
   }
 };
 
+// 1.0f in global memory: the source of the bias gradient's column of ones
+// (cp.async copies from global memory only).
+__device__ const float kOneF = 1.0f;
+
 // backward_params B (KFast; rows = (c,r,s), k = (n,p,q)): the im2col gather of x,
 // transposed. The rows' (c,r,s) are decoded once per block; each tile decodes
-// its one k per thread.
+// its one k per thread. With bias_col, row C·R·S (in the last tile's padding)
+// is a column of ones, so that GEMM column C·R·S sums dy over k: the bias
+// gradient, in the same pass.
 template <int ROWS, int NT>
 struct WgradBLoader {
   using Map = KFast<ROWS, NT>;
@@ -284,16 +301,19 @@ struct WgradBLoader {
   const float* x;
   int tid, k0 = 0;
   unsigned nvalid;   // bit e: row e is < C·R·S
+  unsigned ones;     // bit e: row e is the column of ones
   int roff[ELEMS];   // c·H·W + r·W + s
   int rs16[ELEMS];   // r·2^16 + s (R, S < 2^15: check_shape), one register for both
 
-  __device__ __forceinline__ WgradBLoader(const ConvArgs& a_, const float* x_, int n0, int tid_)
-      : a(a_), x(x_), tid(tid_), nvalid(0) {
+  __device__ __forceinline__ WgradBLoader(const ConvArgs& a_, const float* x_, int n0, int tid_,
+                                          bool bias_col = false)
+      : a(a_), x(x_), tid(tid_), nvalid(0), ones(0) {
 #pragma unroll
     for (int e = 0; e < ELEMS; ++e) {
       const int n = n0 + Map::row(tid, e);
       const bool ok = n < a.CRS;
       if (ok) nvalid |= 1u << e;
+      if (bias_col && n == a.CRS) ones |= 1u << e;
       int c, rs, r, s;
       a.fRS.divmod(ok ? n : 0, c, rs);
       a.fS.divmod(rs, r, s);
@@ -316,14 +336,62 @@ struct WgradBLoader {
       const int h = hb + (rs16[e] >> 16), w = wb + (rs16[e] & 0xffff);
       const bool ok = kvalid && ((nvalid >> e) & 1u) && (unsigned)h < (unsigned)a.H &&
                       (unsigned)w < (unsigned)a.W;
-      copy4(&st[Map::kk(tid)][Map::row(tid, e)], ok ? xb + (roff[e] + boff) : x, ok);
+      const bool one = (ones >> e) & 1u;
+      copy4(&st[Map::kk(tid)][Map::row(tid, e)], one ? &kOneF : ok ? xb + (roff[e] + boff) : x,
+            ok || (one && kvalid));
     }
     k0 += kBK;
   }
 };
 
+// backward_params B with tap-major columns (KFast; column n' = (r·S + s)·C + c,
+// k = (n, p, q)), for C % ROWS == 0: a block's ROWS columns then lie in one tap
+// (r, s) with channels c0 … c0+ROWS−1, so one in-range test per thread and
+// k-tile serves all its elements, which lie RSTEP channels (RSTEP·H·W floats)
+// apart. No per-row tables, no per-element tests. The B values are
+// WgradBLoader's with the columns permuted: column rs·C + c is dw[ko][c][rs].
+template <int ROWS, int NT>
+struct WgradTapBLoader {
+  using Map = KFast<ROWS, NT>;
+  static constexpr int ELEMS = Map::ELEMS;
+  const ConvArgs& a;
+  const float* x;
+  int hr, ws;  // r − pad, s − pad of the block's tap
+  int coff;    // (c0 + the thread's first row)·H·W
+  int tid, k0 = 0;
+
+  __device__ __forceinline__ WgradTapBLoader(const ConvArgs& a_, const float* x_, int n0, int tid_)
+      : a(a_), x(x_), tid(tid_) {
+    const int tap = n0 / a.C, c0 = n0 - tap * a.C;  // once per thread
+    int r, s;
+    a.fS.divmod(tap, r, s);
+    hr = r - a.pad;
+    ws = s - a.pad;
+    coff = (c0 + Map::row(tid, 0)) * a.HW;
+  }
+  __device__ __forceinline__ void start(int kt) { k0 = kt * kBK; }
+  __device__ __forceinline__ void issue(float (*st)[ROWS + kPad]) {
+    const int k = k0 + Map::kk(tid);
+    const bool kvalid = k < a.NPQ;
+    int img, pq, p, q;
+    a.fPQ.divmod(kvalid ? k : 0, img, pq);
+    a.fQ.divmod(pq, p, q);
+    const int h = p * a.stride + hr, w = q * a.stride + ws;
+    const bool ok = kvalid && (unsigned)h < (unsigned)a.H && (unsigned)w < (unsigned)a.W;
+    const float* src = ok ? x + ((size_t)img * a.CHW + (coff + h * a.W + w)) : x;
+    const int step = ok ? Map::RSTEP * a.HW : 0;  // in range either way
+#pragma unroll
+    for (int e = 0; e < ELEMS; ++e)
+      copy4(&st[Map::kk(tid)][Map::row(tid, e)], src + e * step, ok);
+    k0 += kBK;
+  }
+};
+
+// The ReLU layer's function (v < 0 ? 0 : v: NaN passes), for a fused ReLU.
+__device__ __forceinline__ float relu_of(float v) { return v < 0.0f ? 0.0f : v; }
+
 // ---- conv output epilogue: out[n][ch][pix], m = n·plane + pix, column = ch -------------
-// In a split-K launch slice blockIdx.z writes out + z·split_stride (no bias).
+// In a split-K launch slice blockIdx.z writes out + z·split_stride (no bias, no ReLU).
 struct ConvOut {
   static constexpr bool kAlongM = true;
   float* out;
@@ -331,7 +399,13 @@ struct ConvOut {
   long long split_stride;
   int M, Nch, plane;
   FastDiv fplane;
-  bool vec;  // plane % 4 == 0 and out 16-byte aligned
+  bool vec;   // plane % 4 == 0 and out 16-byte aligned
+  bool relu;  // write relu(v + b) (a fused ReLU)
+
+  __device__ __forceinline__ float value(float v, float b) const {
+    const float o = v + b;
+    return relu ? relu_of(o) : o;
+  }
 
   // Rows m..m+3 (m a multiple of 4) of column n.
   __device__ __forceinline__ void store_mcol(int m, int n, const float (&v)[4]) const {
@@ -342,16 +416,36 @@ struct ConvOut {
       int img, pix;
       fplane.divmod(m, img, pix);
       *reinterpret_cast<float4*>(o + ((size_t)img * Nch + n) * plane + pix) =
-          make_float4(v[0] + b, v[1] + b, v[2] + b, v[3] + b);
+          make_float4(value(v[0], b), value(v[1], b), value(v[2], b), value(v[3], b));
     } else {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         if (m + i >= M) break;
         int img, pix;
         fplane.divmod(m + i, img, pix);
-        o[((size_t)img * Nch + n) * plane + pix] = v[i] + b;
+        o[((size_t)img * Nch + n) * plane + pix] = value(v[i], b);
       }
     }
+  }
+};
+
+// The tap-major weight gradient added into dw (one slice): column n' = rs·C + c
+// of row ko is dw[ko][c][rs]. n' is a multiple of 4 and C % 4 == 0, so the
+// four columns of a store share one tap.
+struct TapWOut {
+  static constexpr bool kAlongM = false;
+  float* dw;
+  int K, C, RS, CRS;
+  FastDiv fC;
+
+  __device__ __forceinline__ void store_nrow(int m, int n, const float (&v)[4]) const {
+    if (m >= K || n >= CRS) return;
+    int rs, c;
+    fC.divmod(n, rs, c);
+    float* o = dw + ((size_t)m * CRS + (size_t)c * RS + rs);
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (n + j < CRS) o[(size_t)j * RS] = o[(size_t)j * RS] + v[j];
   }
 };
 
@@ -365,28 +459,34 @@ __device__ __forceinline__ void slice_range(int ktiles, int tps, int& kt0, int& 
   kt1 = min(kt0 + tps, ktiles);
 }
 
+// The block's tile on the configuration's engine (implicit_gemm_core.cuh or
+// implicit_gemm_wide.cuh; a wide one runs with Cfg::kSmemBytes of dynamic
+// shared memory).
+template <class Cfg, class AL, class BL, class Epi>
+__device__ __forceinline__ void run_tile(AL& al, BL& bl, int kt0, int kt1, const Epi& epi, int m0,
+                                         int n0) {
+  if constexpr (Cfg::kWide) wide_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
+  else classic_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
+}
+
 // TAP: the tap-major mapping (TapALoader; w is then the re-laid-out wt[(rs·C + c)·K + ko]).
 template <class Cfg, bool TAP>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     conv_fwd_kernel(const __grid_constant__ ConvArgs a, const float* __restrict__ x,
                     const float* __restrict__ w, int tps, const __grid_constant__ ConvOut epi) {
-  __shared__ __align__(16) Smem<Cfg> sm;
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
-  int tm, tn, kt0, kt1;
-  thread_coords<Cfg, ConvOut::kAlongM>(tid, tm, tn);
+  int kt0, kt1;
   slice_range(ktiles_of(a.CRS), tps, kt0, kt1);
-  float acc[Cfg::TM][Cfg::TN];
   if constexpr (TAP) {
     TapALoader<Cfg::BM, Cfg::NT, false> al(a, x, m0, tid);
     VecRowLoader<Cfg::BN, Cfg::NT> bl(w, a.K, a.K, a.CRS, n0, tid);
-    mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
+    run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
   } else {
     FwdALoader<Cfg::BM, Cfg::NT> al(a, x, m0, tid);
     MatLoader<Cfg::BN, Cfg::NT, false> bl(w, a.K, a.CRS, a.CRS, 1, n0, tid);  // w[ko·CRS + k]
-    mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
+    run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
   }
-  epilogue<Cfg>(epi, acc, m0, n0, tm, tn);
 }
 
 // TAP: the tap-major mapping at stride 1 (w is then wt[(rs·K + ko)·C + c]).
@@ -394,40 +494,42 @@ template <class Cfg, bool TAP>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     conv_dgrad_kernel(const __grid_constant__ ConvArgs a, const float* __restrict__ dy,
                       const float* __restrict__ w, int tps, const __grid_constant__ ConvOut epi) {
-  __shared__ __align__(16) Smem<Cfg> sm;
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
-  int tm, tn, kt0, kt1;
-  thread_coords<Cfg, ConvOut::kAlongM>(tid, tm, tn);
+  int kt0, kt1;
   slice_range(ktiles_of(a.KRS), tps, kt0, kt1);
-  float acc[Cfg::TM][Cfg::TN];
   if constexpr (TAP) {
     TapALoader<Cfg::BM, Cfg::NT, true> al(a, dy, m0, tid);
     VecRowLoader<Cfg::BN, Cfg::NT> bl(w, a.C, a.C, a.KRS, n0, tid);
-    mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
+    run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
   } else {
     DgradALoader<Cfg::BM, Cfg::NT> al(a, dy, m0, tid);
     DgradBLoader<Cfg::BN, Cfg::NT> bl(a, w, n0, tid);
-    mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
+    run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
   }
-  epilogue<Cfg>(epi, acc, m0, n0, tm, tn);
 }
 
-template <class Cfg>
+// TAP: the tap-major columns (WgradTapBLoader, C % BN == 0): the epilogue
+// writes column n' = rs·C + c (a split slice in that order, or TapWOut).
+// bias_col (channel-major only): column C·R·S is the bias gradient
+// (WgradBLoader), for an epilogue C·R·S + 1 columns wide.
+template <class Cfg, bool TAP, class Epi>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     conv_wgrad_kernel(const __grid_constant__ ConvArgs a, const float* __restrict__ x,
-                      const float* __restrict__ dy, int tps, const __grid_constant__ MatOut epi) {
-  __shared__ __align__(16) Smem<Cfg> sm;
+                      const float* __restrict__ dy, int tps, const __grid_constant__ Epi epi,
+                      bool bias_col) {
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
-  int tm, tn, kt0, kt1;
-  thread_coords<Cfg, MatOut::kAlongM>(tid, tm, tn);
-  WgradALoader<Cfg::BM, Cfg::NT> al(a, dy, m0, tid);
-  WgradBLoader<Cfg::BN, Cfg::NT> bl(a, x, n0, tid);
+  int kt0, kt1;
   slice_range(ktiles_of(a.NPQ), tps, kt0, kt1);
-  float acc[Cfg::TM][Cfg::TN];
-  mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
-  epilogue<Cfg>(epi, acc, m0, n0, tm, tn);
+  WgradALoader<Cfg::BM, Cfg::NT> al(a, dy, m0, tid);
+  if constexpr (TAP) {
+    WgradTapBLoader<Cfg::BN, Cfg::NT> bl(a, x, n0, tid);
+    run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
+  } else {
+    WgradBLoader<Cfg::BN, Cfg::NT> bl(a, x, n0, tid, bias_col);
+    run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
+  }
 }
 
 // op(A)(m,k) = TA ? a[k·lda + m] : a[m·lda + k];
@@ -436,16 +538,11 @@ template <class Cfg, bool TA, bool TB>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     gemm_kernel(int M, int N, int K, const float* __restrict__ A, int lda,
                 const float* __restrict__ B, int ldb, const __grid_constant__ MatOut epi) {
-  __shared__ __align__(16) Smem<Cfg> sm;
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
-  int tm, tn;
-  thread_coords<Cfg, MatOut::kAlongM>(tid, tm, tn);
   MatLoader<Cfg::BM, Cfg::NT, TA> al(A, M, K, TA ? 1 : lda, TA ? lda : 1, m0, tid);
   MatLoader<Cfg::BN, Cfg::NT, !TB> bl(B, N, K, TB ? ldb : 1, TB ? 1 : ldb, n0, tid);
-  float acc[Cfg::TM][Cfg::TN];
-  mainloop<Cfg>(al, bl, sm, 0, ktiles_of(K), tm, tn, acc);
-  epilogue<Cfg>(epi, acc, m0, n0, tm, tn);
+  run_tile<Cfg>(al, bl, 0, ktiles_of(K), epi, m0, n0);
 }
 
 // The tap-major weight layouts, from w[ko][c][rs]:
@@ -477,19 +574,65 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// The slices of a weight gradient with its bias column (ws[z][ko][CRS + 1]):
+// dw[ko][n] = dw[ko][n] + Σ_z ws[z][ko][n] for n < CRS, db[ko] = db[ko] +
+// Σ_z ws[z][ko][CRS]; z ascending, in double, as splitk_reduce_kernel.
+__global__ void __launch_bounds__(256)
+    splitk_reduce_bias_kernel(const float* __restrict__ ws, int splits, int K, int CRS,
+                              float* __restrict__ dw, float* __restrict__ db) {
+  const long long ld = (long long)CRS + 1, count = (long long)K * ld;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long ko = i / ld;
+    const int n = int(i - ko * ld);
+    double s = 0.0;
+    for (int z = 0; z < splits; ++z) s += (double)ws[(long long)z * count + i];
+    float* o = n < CRS ? dw + (ko * CRS + n) : db + ko;
+    *o = (float)((double)*o + s);
+  }
+}
+
+// dw[ko][c][rs] = dw[ko][c][rs] + Σ_{z ascending} ws[z][ko][rs·C + c], in double:
+// the slices of a tap-major weight gradient, summed as splitk_reduce_kernel
+// sums them. Thread i reads element i of each slice (coalesced) and writes its
+// one dw element (a stride-RS scatter).
+__global__ void __launch_bounds__(256)
+    splitk_reduce_taps_kernel(const float* __restrict__ ws, int splits, long long count, int C,
+                              int RS, float* __restrict__ dw) {
+  const long long CRS = (long long)C * RS;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long ko = i / CRS;
+    const int n = int(i - ko * CRS), rs = n / C, c = n - rs * C;
+    double s = 0.0;
+    for (int z = 0; z < splits; ++z) s += (double)ws[(long long)z * count + i];
+    float* o = dw + (ko * CRS + (long long)c * RS + rs);
+    *o = (float)((double)*o + s);
+  }
+}
+
 // A split conv output: out[i] = (float)(Σ_{z ascending} ws[z·count + i], in double)
-// + bias[(i / plane) mod Nch] (no bias when null). count = N·Nch·plane.
+// + bias[(i / plane) mod Nch] (no bias when null), then the fused ReLU if relu.
+// count = N·Nch·plane.
 __global__ void __launch_bounds__(256)
     splitk_out_kernel(const float* __restrict__ ws, int splits, long long count, int plane,
-                      int Nch, const float* __restrict__ bias, float* __restrict__ out) {
+                      int Nch, const float* __restrict__ bias, bool relu,
+                      float* __restrict__ out) {
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
        i += (long long)gridDim.x * blockDim.x) {
     double s = 0.0;
     for (int z = 0; z < splits; ++z) s += (double)ws[(long long)z * count + i];
     float v = (float)s;
     if (bias) v += __ldg(bias + (int)((i / plane) % Nch));
-    out[i] = v;
+    out[i] = relu ? relu_of(v) : v;
   }
+}
+
+// y = relu(y) in place: the fused ReLU after a kernel without it (the thin forward).
+__global__ void __launch_bounds__(256) relu_inplace_kernel(float* __restrict__ y, long long n) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x)
+    y[i] = relu_of(y[i]);
 }
 
 // db[ko] += Σ_{n,p,q} dy[n][ko][p][q]: block ko. The channel's N·P·Q values

@@ -62,6 +62,7 @@ constexpr int kPad = 4;  // shared-memory row padding, in floats
 // of the register allocator (__launch_bounds__), STAGES shared-memory buffers.
 template <int BM_, int BN_, int TM_, int TN_, int MINB_, int STAGES_>
 struct TileCfg {
+  static constexpr bool kWide = false;  // this engine (implicit_gemm_wide.cuh: true)
   static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, MINB = MINB_, STAGES = STAGES_;
   static constexpr int THR_M = BM / TM, THR_N = BN / TN, NT = THR_M * THR_N;
   static constexpr int GM = TM / 4, GN = TN / 4;
@@ -352,6 +353,18 @@ __device__ __forceinline__ void epilogue(const Epi& epi, const float (&acc)[Cfg:
         }
       }
   }
+}
+
+// The block's GEMM tile, start to end: thread coordinates, main loop, epilogue.
+template <class Cfg, class AL, class BL, class Epi>
+__device__ __forceinline__ void classic_tile(AL& al, BL& bl, int kt0, int kt1, const Epi& epi,
+                                             int m0, int n0) {
+  __shared__ __align__(16) Smem<Cfg> sm;
+  int tm, tn;
+  thread_coords<Cfg, Epi::kAlongM>(threadIdx.x, tm, tn);
+  float acc[Cfg::TM][Cfg::TN];
+  mainloop<Cfg>(al, bl, sm, kt0, kt1, tm, tn, acc);
+  epilogue<Cfg>(epi, acc, m0, n0, tm, tn);
 }
 
 // ---- epilogues -------------------------------------------------------------------

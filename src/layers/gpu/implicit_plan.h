@@ -10,7 +10,31 @@
 
 namespace hpmc::gpu::implicit_detail {
 
-enum class Tile { kL, kM, kS, kThinN, kThinM };  // 128×128, 128×64, 64×64, 128×16, 16×128
+// 128×128, 128×64, 64×64, 128×16, 16×128 on the engine of implicit_gemm_core.cuh;
+// 128×256, 256×128, 128×128 (4 warps), 128×128 (8 warps) on the wide engine
+// (implicit_gemm_wide.cuh). conv2d_implicit_gemm.cu describes them.
+enum class Tile { kL, kM, kS, kThinN, kThinM, kWN, kWM, kWQ, kWL };
+
+// The block tile's extent along GEMM_M and GEMM_N.
+constexpr int tile_bm(Tile t) {
+  switch (t) {
+    case Tile::kL: case Tile::kM: case Tile::kThinN: case Tile::kWN: case Tile::kWQ:
+    case Tile::kWL: return 128;
+    case Tile::kS: return 64;
+    case Tile::kThinM: return 16;
+    case Tile::kWM: return 256;
+  }
+  return 128;
+}
+constexpr int tile_bn(Tile t) {
+  switch (t) {
+    case Tile::kL: case Tile::kThinM: case Tile::kWM: case Tile::kWQ: case Tile::kWL: return 128;
+    case Tile::kM: case Tile::kS: return 64;
+    case Tile::kThinN: return 16;
+    case Tile::kWN: return 256;
+  }
+  return 128;
+}
 
 inline long long tiles(long long extent, int tile) { return (extent + tile - 1) / tile; }
 
@@ -21,25 +45,67 @@ constexpr int kPlanSMs = 132;
 
 // GEMM_N ≤ 16 → ThinN; else GEMM_M ≤ 16 → ThinM; else GEMM_N ≤ 32 → ThinN
 // (two column tiles waste less than one of 64); else GEMM_M ≤ 32 → ThinM;
-// else the first of L (128×128), M (128×64) whose padding wastes at most 25% of its tile work
-// (padded M·N ≤ 1.25·M·N) and whose blocks, times the split-K slices, fill
-// nine tenths of the 2·num_sms block slots (every configuration runs two
-// blocks per SM: one block per SM leaves half the warps that hide latency);
-// else 64×64, which has 4× the blocks of L. The choice changes the speed only:
-// every configuration adds each output's products in the same order.
+// else whichever of L (128×128), M (128×64), S (64×64) costs least, the cost of
+// a tile being the busiest SM's share of it,
+//   ⌈blocks · slices / num_sms⌉ · BM · BN / rate,
+// with the rates measured on the H100 (round 1: conv2's forward at batch 64,
+// each tile alone on the GPU): L 1, M 0.9, S 0.72. An SM runs its blocks at
+// about the same rate one or two at a time (L at one block per SM beat M at two
+// on conv2's forward, 0.245 against 0.270 ms), so the cost counts the blocks
+// an SM gets, not the waves of two. Ties go to the larger tile. The choice
+// changes the speed only: every configuration adds each output's products in
+// the same order.
 inline Tile choose_tile(long long M, long long N, int slices, int num_sms) {
   if (N <= 16) return Tile::kThinN;
   if (M <= 16) return Tile::kThinM;
   if (N <= 32) return Tile::kThinN;
   if (M <= 32) return Tile::kThinM;
-  const long long want = (18ll * num_sms + 9) / 10;  // ⌈0.9 · 2 · num_sms⌉
-  auto fits = [&](int bm, int bn) {
-    const long long padded = tiles(M, bm) * bm * tiles(N, bn) * bn;
-    return padded * 4 <= M * N * 5 && tiles(M, bm) * tiles(N, bn) * slices >= want;
+  struct Option {
+    Tile t;
+    int bm, bn;
+    double rate;
   };
-  if (fits(128, 128)) return Tile::kL;
-  if (fits(128, 64)) return Tile::kM;
-  return Tile::kS;
+  const Option options[] = {{Tile::kL, 128, 128, 1.0}, {Tile::kM, 128, 64, 0.9},
+                            {Tile::kS, 64, 64, 0.72}};
+  Tile best = Tile::kS;
+  double best_cost = 0;
+  for (const Option& o : options) {
+    const long long blocks = tiles(M, o.bm) * tiles(N, o.bn) * std::max(slices, 1);
+    const double cost =
+        double((blocks + num_sms - 1) / num_sms) * double(o.bm) * double(o.bn) / o.rate;
+    if (o.t == Tile::kL || cost < best_cost * 0.999) best = o.t, best_cost = cost;
+  }
+  return best;
+}
+
+// The wide tiles for a convolution pass (GEMM_M × GEMM_N, `slices` split-K
+// slices of `tps` k-tiles): the first of WN (128×256) and WM (256×128) that
+//   * has a long reduction: tps ≥ kWideMinTiles (the pipeline's start and the
+//     epilogue are paid once per block, and a wide block runs alone on its SM);
+//   * wastes at most 1/8 of its work on padding;
+//   * fills its waves: blocks × slices over ⌈that / num_sms⌉·num_sms ≥ 0.85
+//     (one block per SM: a second wave at a fraction of the SMs costs a whole
+//     block's time);
+//   * for the weight gradient (col_group = C), has BN dividing C, so that the
+//     tap-major columns apply (every block's columns in one tap);
+// else choose_tile's. col_group = 0: no such condition. Like choose_tile, the
+// choice changes no bit of any result.
+constexpr int kWideMinTiles = 32;
+
+inline Tile choose_conv_tile(long long M, long long N, int slices, int tps, int num_sms,
+                             long long col_group) {
+  if (tps >= kWideMinTiles && M > 32 && N > 32) {
+    for (Tile t : {Tile::kWN, Tile::kWM}) {
+      const int bm = tile_bm(t), bn = tile_bn(t);
+      const long long padded = tiles(M, bm) * bm * tiles(N, bn) * bn;
+      const long long blocks = tiles(M, bm) * tiles(N, bn) * slices;
+      const long long waves = (blocks + num_sms - 1) / num_sms;
+      if (padded * 8 <= M * N * 9 && blocks * 20 >= waves * num_sms * 17 &&
+          (col_group == 0 || col_group % bn == 0))
+        return t;
+    }
+  }
+  return choose_tile(M, N, slices, num_sms);
 }
 
 // Split-K for backward_params (GEMM_M = K, GEMM_N = C·R·S, GEMM_K = N·P·Q),
@@ -67,17 +133,30 @@ inline void choose_splits(long long M, long long N, int ktiles, int& splits, int
 }
 
 // Split-K for forward and backward_data (GEMM_M = N·P·Q or N·H·W, GEMM_N = K
-// or C), from the shape alone: none when the 128×64 tiles alone give at least
-// one block per SM (kPlanSMs); else ⌊2·kPlanSMs / blocks⌋ slices of at least
-// kMinTilesPerOutSplit k-tiles, at most kMaxOutSplits. The slices' partial
-// outputs are summed, with the bias, by a second pass.
+// or C), from the shape alone. When the 128×64 tiles give fewer blocks than
+// kPlanSMs (a small output): ⌊2·kPlanSMs / blocks⌋ slices of at least
+// kMinTilesPerOutSplit k-tiles. Otherwise the output is large enough for the
+// wide tiles, one block per SM: when GEMM_M ≥ 256, GEMM_N ≥ 128 and its wide
+// blocks (M·N / (128·256), rounded up) fill less than 3/4 of kPlanSMs,
+// ⌊kPlanSMs / wide blocks⌋ slices of at least kWideMinTiles k-tiles (conv2's
+// forward at batch 64: 64 blocks of 256×128, 2 slices), else none. At most
+// kMaxOutSplits. The slices' partial outputs are summed, with the bias, by a
+// second pass.
 constexpr int kMaxOutSplits = 8;
 constexpr int kMinTilesPerOutSplit = 16;
 
 inline void choose_out_splits(long long M, long long N, int ktiles, int& splits, int& tps) {
   const long long blocks = std::max(1ll, tiles(M, 128) * tiles(N, 64));
-  const long long want = blocks >= kPlanSMs ? 1 : 2 * kPlanSMs / blocks;
-  split_plan(want, ktiles, kMinTilesPerOutSplit, kMaxOutSplits, splits, tps);
+  if (blocks < kPlanSMs) {
+    split_plan(2 * kPlanSMs / blocks, ktiles, kMinTilesPerOutSplit, kMaxOutSplits, splits, tps);
+    return;
+  }
+  long long want = 1;
+  if (M >= 256 && N >= 128) {  // the wide tiles' shapes (thin GEMM_N goes elsewhere)
+    const long long wide = tiles(M * N, 128 * 256);
+    if (wide * 4 < kPlanSMs * 3) want = kPlanSMs / wide;
+  }
+  split_plan(want, ktiles, kWideMinTiles, kMaxOutSplits, splits, tps);
 }
 
 // The tap-major mappings (GEMM_K = (r, s, channel), the channel fastest; see
@@ -89,6 +168,10 @@ inline bool tap_major_forward(int C, int K) { return C % 8 == 0 && K % 4 == 0 &&
 inline bool tap_major_backward_data(int stride, int C, int K) {
   return stride == 1 && K % 8 == 0 && C % 4 == 0 && C > 0 && K > 0;
 }
+// backward_params' tap-major columns (GEMM_N = (r, s, c), WgradTapBLoader):
+// when the tile's BN divides C, so that every block's columns lie in one tap.
+// The same sums as the channel-major columns, permuted: the same bits.
+inline bool tap_major_weight_grad(int C, Tile t) { return C > 0 && C % tile_bn(t) == 0; }
 
 // The thin weight gradient's block target (choose_thin_splits below): about 4
 // blocks of its tiles on each of kPlanSMs SMs.

@@ -160,7 +160,7 @@ __device__ __forceinline__ void windows_containing(int r, int k, int s, int o, i
 // superset — it is exact here. No thread writes another's element: no atomics.
 __global__ void maxpool_backward_kernel(const float* __restrict__ x, const float* __restrict__ dy,
                                         float* __restrict__ dx, size_t total, int h, int w,
-                                        int oh, int ow, int k, int s) {
+                                        int oh, int ow, int k, int s, bool relu) {
   const size_t in_plane = size_t(h) * size_t(w), out_plane = size_t(oh) * size_t(ow);
   for (size_t t = first_index(); t < total; t += grid_stride()) {
     const size_t p = t / in_plane;
@@ -176,7 +176,7 @@ __global__ void maxpool_backward_kernel(const float* __restrict__ x, const float
     for (int i = i_lo; i <= i_hi; ++i)
       for (int j = j_lo; j <= j_hi; ++j)
         if (window_argmax(xp, w, i * s, j * s, k) == off) sum += dyp[size_t(i) * ow + j];
-    dx[t] = sum;
+    dx[t] = relu && !(xp[off] > 0.0f) ? 0.0f : sum;
   }
 }
 
@@ -222,7 +222,7 @@ __global__ void maxpool2x2_forward_kernel(const float* __restrict__ x, float* __
 // two terms.
 __global__ void maxpool2x2_backward_kernel(const float* __restrict__ x,
                                            const float* __restrict__ dy, float* __restrict__ dx,
-                                           unsigned total, FastDiv fquads, int w) {
+                                           unsigned total, FastDiv fquads, int w, bool relu) {
   for (unsigned e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
     int R, j;
     fquads.divmod(int(e), R, j);
@@ -231,7 +231,11 @@ __global__ void maxpool2x2_backward_kernel(const float* __restrict__ x,
     const float4 v = *reinterpret_cast<const float4*>(x + off + w);
     const float2 g = *reinterpret_cast<const float2*>(dy + size_t(R) * size_t(w / 2) + 2 * j);
     const int i0 = argmax2x2(u.x, u.y, v.x, v.y), i1 = argmax2x2(u.z, u.w, v.z, v.w);
-    const float g0 = 0.0f + g.x, g1 = 0.0f + g.y;
+    float g0 = 0.0f + g.x, g1 = 0.0f + g.y;
+    if (relu) {  // the fused ReLU's mask at each window's maximum (0 stays 0 elsewhere)
+      if (!(pick4(i0, u.x, u.y, v.x, v.y) > 0.0f)) g0 = 0.0f;
+      if (!(pick4(i1, u.z, u.w, v.z, v.w) > 0.0f)) g1 = 0.0f;
+    }
     *reinterpret_cast<float4*>(dx + off) =
         make_float4(i0 == 0 ? g0 : 0.0f, i0 == 1 ? g0 : 0.0f, i1 == 0 ? g1 : 0.0f,
                     i1 == 1 ? g1 : 0.0f);
@@ -249,7 +253,7 @@ __global__ void maxpool2x2_backward_kernel(const float* __restrict__ x,
 __global__ void maxpool_backward_cells_kernel(const float* __restrict__ x,
                                               const float* __restrict__ dy,
                                               float* __restrict__ dx, size_t total, int h, int w,
-                                              int oh, int ow, int k, int s) {
+                                              int oh, int ow, int k, int s, bool relu) {
   const size_t in_plane = size_t(h) * size_t(w), out_plane = size_t(oh) * size_t(ow);
   for (size_t t = first_index(); t < total; t += grid_stride()) {
     const size_t p = t / out_plane;
@@ -259,7 +263,7 @@ __global__ void maxpool_backward_cells_kernel(const float* __restrict__ x,
     const float* xp = x + p * in_plane;
     float* dxp = dx + p * in_plane;
     const size_t best = window_argmax(xp, w, i * s, j * s, k);
-    const float g = 0.0f + dy[t];
+    const float g = relu && !(xp[best] > 0.0f) ? 0.0f : 0.0f + dy[t];
     const int r1 = i == oh - 1 ? h : (i + 1) * s, c1 = j == ow - 1 ? w : (j + 1) * s;
     for (int r = i * s; r < r1; ++r)
       for (int c = j * s; c < c1; ++c) {
@@ -287,9 +291,11 @@ __global__ void upsample_forward_kernel(const float* __restrict__ x, float* __re
 
 // One thread per input element t = ((p · h) + i) · w + j: dx = the sum of the
 // s×s block dy[p, i·s + a, j·s + b], a then b ascending, starting from 0 —
-// the CPU loop's order, so the same float result.
+// the CPU loop's order, so the same float result. With a fused ReLU before the
+// layer (mask non-null: the layer's input x), dx = x > 0 ? sum : 0.
 __global__ void upsample_backward_kernel(const float* __restrict__ dy, float* __restrict__ dx,
-                                         size_t total, int h, int w, int s) {
+                                         size_t total, int h, int w, int s,
+                                         const float* __restrict__ mask) {
   const int ow = w * s;
   const size_t in_plane = size_t(h) * size_t(w), out_plane = size_t(h) * size_t(s) * size_t(ow);
   for (size_t t = first_index(); t < total; t += grid_stride()) {
@@ -304,7 +310,7 @@ __global__ void upsample_backward_kernel(const float* __restrict__ dy, float* __
       const float* row = block + size_t(a) * size_t(ow);
       for (int b = 0; b < s; ++b) sum += row[b];
     }
-    dx[t] = sum;
+    dx[t] = mask && !(mask[t] > 0.0f) ? 0.0f : sum;
   }
 }
 
@@ -327,7 +333,8 @@ __global__ void upsample2x_forward_kernel(const float* __restrict__ x, float* __
 // dx = ((0 + dy[2r][2j']) + dy[2r][2j'+1]) + dy[2r+1][2j']) + dy[2r+1][2j'+1]
 // for j' = 2j, 2j+1: the scalar kernel's order (rows, then columns, from 0).
 __global__ void upsample2x_backward_kernel(const float* __restrict__ dy, float* __restrict__ dx,
-                                           unsigned total, FastDiv fpairs, int w) {
+                                           unsigned total, FastDiv fpairs, int w,
+                                           const float* __restrict__ mask) {
   for (unsigned e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
     int r, j;
     fpairs.divmod(int(e), r, j);
@@ -343,7 +350,13 @@ __global__ void upsample2x_backward_kernel(const float* __restrict__ dy, float* 
     s1 += u.w;
     s1 += v.z;
     s1 += v.w;
-    *reinterpret_cast<float2*>(dx + size_t(r) * size_t(w) + 2 * j) = make_float2(s0, s1);
+    const size_t at = size_t(r) * size_t(w) + 2 * j;
+    if (mask) {  // the fused ReLU: x > 0 ? dx : 0
+      const float2 m = *reinterpret_cast<const float2*>(mask + at);
+      if (!(m.x > 0.0f)) s0 = 0.0f;
+      if (!(m.y > 0.0f)) s1 = 0.0f;
+    }
+    *reinterpret_cast<float2*>(dx + at) = make_float2(s0, s1);
   }
 }
 
@@ -421,13 +434,13 @@ void MaxPool2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Ten
   if (fast_2x2(s, xp, dyp, dxp)) {
     const size_t quads = outs / 2;
     maxpool2x2_backward_kernel<<<grid_for(quads), kBlock>>>(xp, dyp, dxp, unsigned(quads),
-                                                            FastDiv(s.w / 4), s.w);
+                                                            FastDiv(s.w / 4), s.w, relu_);
   } else if (spec_.stride >= spec_.kernel && outs > 0) {
-    maxpool_backward_cells_kernel<<<grid_for(outs), kBlock>>>(xp, dyp, dxp, outs, s.h, s.w, o.h,
-                                                              o.w, spec_.kernel, spec_.stride);
+    maxpool_backward_cells_kernel<<<grid_for(outs), kBlock>>>(
+        xp, dyp, dxp, outs, s.h, s.w, o.h, o.w, spec_.kernel, spec_.stride, relu_);
   } else {
     maxpool_backward_kernel<<<grid_for(total), kBlock>>>(xp, dyp, dxp, total, s.h, s.w, o.h, o.w,
-                                                         spec_.kernel, spec_.stride);
+                                                         spec_.kernel, spec_.stride, relu_);
   }
   HPMC_CUDA_LAUNCH_CHECK("maxpool2d backward kernel");
 }
@@ -468,11 +481,13 @@ void UpSample2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Te
   if (total == 0) return;
   const float* dyp = dy.data<float>();
   float* dxp = dx->data<float>();
-  if (fast_2x(s, dyp, dxp)) {
+  const float* mask = relu_ ? x.data<float>() : nullptr;
+  if (fast_2x(s, dyp, dxp) && (!mask || aligned16(mask))) {
     upsample2x_backward_kernel<<<grid_for(total / 2), kBlock>>>(dyp, dxp, unsigned(total / 2),
-                                                                FastDiv(s.w / 2), s.w);
+                                                                FastDiv(s.w / 2), s.w, mask);
   } else {
-    upsample_backward_kernel<<<grid_for(total), kBlock>>>(dyp, dxp, total, s.h, s.w, scale_);
+    upsample_backward_kernel<<<grid_for(total), kBlock>>>(dyp, dxp, total, s.h, s.w, scale_,
+                                                          mask);
   }
   HPMC_CUDA_LAUNCH_CHECK("upsample2d backward kernel");
 }

@@ -17,8 +17,13 @@
 //              overlap (stride ≥ kernel) each element gets at most one term:
 //              one thread per window writes 0 + dy at its first maximum and 0
 //              on the rest of its cell.
+//              With a fused ReLU before it (fuse_relu_backward), backward
+//              writes x > 0 ? v : 0 for each dx value v, x its own input (the
+//              ReLU's output): the ReLU's backward, whose mask reads the ReLU's
+//              input, gives the same, as relu(u) > 0 ⇔ u > 0.
 //   UpSample2D forward copies; backward sums each s×s block of dy in
-//              row-major order from 0.
+//              row-major order from 0; with a fused ReLU before it, x > 0 ?
+//              sum : 0 (as MaxPool2D).
 // The common shapes (ReLU always, MaxPool 2×2 stride 2, UpSample ×2) run
 // float4 kernels with the same arithmetic; simple_layers.cu lists them.
 //   Flatten    a device-to-device copy (forward y ← x, backward dx ← dy).
@@ -58,6 +63,12 @@ class MaxPool2dGPU : public LayerGPU {
   int kernel() const { return spec_.kernel; }
   int stride() const { return spec_.stride; }
 
+  // The ReLU before this layer: backward writes x > 0 ? dx : 0 (layer.h).
+  bool fuse_relu_backward() override {
+    relu_ = true;
+    return true;
+  }
+
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;
   void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
@@ -68,6 +79,7 @@ class MaxPool2dGPU : public LayerGPU {
   bool fast_2x2(const Shape& in, const float* a, const float* b, const float* c) const;
 
   MaxPool2dSpec spec_;
+  bool relu_ = false;  // backward applies the preceding ReLU's mask
 };
 
 class UpSample2dGPU : public LayerGPU {
@@ -83,6 +95,12 @@ class UpSample2dGPU : public LayerGPU {
 
   int scale() const { return scale_; }
 
+  // The ReLU before this layer: backward writes x > 0 ? dx : 0 (layer.h).
+  bool fuse_relu_backward() override {
+    relu_ = true;
+    return true;
+  }
+
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;
   void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
@@ -92,6 +110,7 @@ class UpSample2dGPU : public LayerGPU {
   bool fast_2x(const Shape& in, const float* a, const float* b) const;
 
   int scale_;
+  bool relu_ = false;  // backward applies the preceding ReLU's mask
 };
 
 class FlattenGPU : public LayerGPU {
