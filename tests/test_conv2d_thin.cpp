@@ -138,6 +138,12 @@ std::vector<ThinCase> thin_cases() {
   // The shapes this path exists for: the autoencoders' last layers.
   out.push_back({2, 256, 32, 32, 3, 3, 1, 1, true});
   out.push_back({3, 32, 28, 28, 1, 3, 1, 1, true});
+  // Above kThinMaxK the layer takes im2col + gemm, but the thin kernels take
+  // any K, in blocks of up to 4 channels (ghost channels in the last).
+  out.push_back({3, 5, 13, 11, 5, 3, 1, 1, true});
+  out.push_back({2, 7, 9, 17, 6, 3, 2, 1, true});
+  out.push_back({1, 3, 7, 33, 7, 5, 1, 2, false});
+  out.push_back({3, 256, 16, 16, 9, 3, 1, 1, true});
   // Tiles of several vectors and rows with ragged ends, in both phases.
   out.push_back({3, 5, 33, 33, 4, 3, 2, 1, true});
   out.push_back({1, 3, 33, 7, 2, 5, 1, 2, false});

@@ -6,6 +6,7 @@
 #include "layers/cpu/conv2d_thin.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.h"
@@ -54,9 +55,26 @@ struct WgradJob {
   int n_entries;
   const T* dy;
   ptrdiff_t dy_plane, dy_row;
-  int k, rows, vectors;
+  int k, rows, vectors;  // vectors: a multiple of qb
+  int qb;                 // vectors per tile
   double* dw;
   ptrdiff_t dw_k;
+};
+
+
+inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+inline int round_up(int a, int b) { return ceil_div(a, b) * b; }
+
+// The input copy read by the forward and weight-gradient tiles, per channel:
+// padded row h holds input row h - pad, split into `stride` column phases of
+// phase_len values: phase f, index j holds column j·stride + f - pad (0 in
+// the padding). Output (p, q) reads tap (r, s) at row p·stride + r, phase
+// s % stride, index q + s / stride — consecutive q are adjacent in memory.
+// Rows and phases reach as far as whole tiles read (ghost rows, ghost lanes).
+struct PaddedInput {
+  int rows, phase_len;
+  ptrdiff_t row, plane;  // elements per padded row (all phases) and per channel
+  int chunk;             // channels copied (and then consumed) at a time
 };
 
 // One instruction set's kernels and the tile sizes they use.
@@ -64,7 +82,8 @@ template <typename T>
 struct ThinKernels {
   int lanes;
   int (*tile_rows)(int ob, int qb);
-  int (*wgrad_taps)(int k);
+  void (*copy_in)(const Conv2dShape& sh, const PaddedInput& g, const T* x_img, int c0, int cn,
+                  T* dst);
   void (*tiles)(const TileJob<T>&);
   void (*wgrad)(const WgradJob<T>&);
 };
@@ -77,6 +96,11 @@ constexpr int kRegisters = 16;
 
 typedef float v4f __attribute__((vector_size(16)));
 typedef double v2d __attribute__((vector_size(16)));
+
+// in_register(v): an empty asm that takes v in a vector register, so that
+// GCC loads an input vector once for all the multiply-adds that use it
+// instead of folding a (usually cache-line-splitting) load into each.
+#define HPMC_IN_REGISTER(v) __asm__("" : "+v"(v))
 
 template <typename T, typename Vec>
 struct VectorExtSimd {
@@ -94,6 +118,7 @@ struct VectorExtSimd {
     return v;
   }
   static V fmadd(V a, V b, V c) { return a * b + c; }
+  static void in_register(V&) {}
   static T hsum(V v) {
     T s = 0;
     for (int l = 0; l < kLanes; ++l) s += v[l];
@@ -133,6 +158,7 @@ struct Simd<float> {
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V set1(float a) { return _mm256_set1_ps(a); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static void in_register(V& v) { HPMC_IN_REGISTER(v); }
   static float hsum(V v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -149,6 +175,7 @@ struct Simd<double> {
   static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
   static V set1(double a) { return _mm256_set1_pd(a); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
+  static void in_register(V& v) { HPMC_IN_REGISTER(v); }
   static double hsum(V v) {
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
     s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
@@ -180,6 +207,7 @@ struct Simd<float> {
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V set1(float a) { return _mm512_set1_ps(a); }
   static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static void in_register(V& v) { HPMC_IN_REGISTER(v); }
   // Halved by __builtin_shufflevector: GCC 12 warns inside the AVX-512
   // shuffle and reduce intrinsics about the undefined register they pass.
   static float hsum(V v) {
@@ -197,6 +225,7 @@ struct Simd<double> {
   static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
   static V set1(double a) { return _mm512_set1_pd(a); }
   static V fmadd(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+  static void in_register(V& v) { HPMC_IN_REGISTER(v); }
   static double hsum(V v) {
     const __m256d h = _mm256_add_pd(__builtin_shufflevector(v, v, 0, 1, 2, 3),
                                     __builtin_shufflevector(v, v, 4, 5, 6, 7));
@@ -227,13 +256,21 @@ const ThinKernels<T>& kernels_for(SimdLevel level) {
 
 // ---- layout helpers ---------------------------------------------------------------
 
-inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
-inline int round_up(int a, int b) { return ceil_div(a, b) * b; }
-
 template <typename T>
 T* grow(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
   return v.data();
+}
+
+// As grow, but the n values start on a 64-byte boundary: with rows padded to
+// whole vectors, the input vectors of the unshifted taps do not straddle two
+// cache lines.
+template <typename T>
+T* grow_aligned(std::vector<T>& v, size_t n) {
+  constexpr size_t kAlign = 64;
+  T* p = grow(v, n + kAlign / sizeof(T));
+  const size_t mis = reinterpret_cast<uintptr_t>(p) % kAlign;
+  return mis ? p + (kAlign - mis) / sizeof(T) : p;
 }
 
 template <typename T>
@@ -248,18 +285,6 @@ void prepare(Conv2dThinWorkspace<T>& ws) {
   ws.used.assign(n, 0);
 }
 
-// The input copy read by the forward and weight-gradient tiles, per channel:
-// padded row h holds input row h - pad, split into `stride` column phases of
-// phase_len values: phase f, index j holds column j·stride + f - pad (0 in
-// the padding). Output (p, q) reads tap (r, s) at row p·stride + r, phase
-// s % stride, index q + s / stride — consecutive q are adjacent in memory.
-// Rows and phases reach as far as whole tiles read (ghost rows, ghost lanes).
-struct PaddedInput {
-  int rows, phase_len;
-  ptrdiff_t row, plane;  // elements per padded row (all phases) and per channel
-  int chunk;             // channels copied (and then consumed) at a time
-};
-
 // A chunk of channels is copied and then consumed by every tile of the image
 // before the next chunk is copied, so the copy is still in L2 when read
 // (Zen 5: 1 MiB per core; a 256-channel 34x34 copy would be 1.2 MiB).
@@ -269,40 +294,13 @@ PaddedInput padded_input(const Conv2dShape& sh, int tile_rows, int tile_vectors,
                          size_t elem) {
   PaddedInput g;
   g.rows = (round_up(sh.P, tile_rows) - 1) * sh.stride + sh.R;
-  g.phase_len = round_up(ceil_div(sh.Q, lanes), tile_vectors) * lanes + (sh.S - 1) / sh.stride;
+  g.phase_len = round_up(round_up(ceil_div(sh.Q, lanes), tile_vectors) * lanes +
+                             (sh.S - 1) / sh.stride,
+                         lanes);
   g.row = ptrdiff_t(sh.stride) * g.phase_len;
   g.plane = g.rows * g.row;
   g.chunk = int(std::clamp<size_t>(kChunkBytes / (size_t(g.plane) * elem), 1, size_t(sh.C)));
   return g;
-}
-
-// Channels [c0, c0 + cn) of one image into the layout of PaddedInput.
-template <typename T>
-void copy_padded(const Conv2dShape& sh, const PaddedInput& g, const T* x_img, int c0, int cn,
-                 T* dst) {
-  const int st = sh.stride, pad = sh.pad;
-  for (int c = 0; c < cn; ++c)
-    for (int h = 0; h < g.rows; ++h) {
-      T* d = dst + c * g.plane + h * g.row;
-      const int ih = h - pad;
-      if (ih < 0 || ih >= sh.H) {
-        std::fill(d, d + g.row, T(0));
-        continue;
-      }
-      const T* s = x_img + (size_t(c0 + c) * sh.H + ih) * sh.W;
-      if (st == 1) {
-        const int lo = std::min(pad, g.phase_len), hi = std::min(pad + sh.W, g.phase_len);
-        std::fill(d, d + lo, T(0));
-        std::copy(s, s + (hi - lo), d + lo);
-        std::fill(d + hi, d + g.phase_len, T(0));
-        continue;
-      }
-      for (int f = 0; f < st; ++f)
-        for (int j = 0; j < g.phase_len; ++j) {
-          const int iw = j * st + f - pad;
-          d[f * g.phase_len + j] = iw >= 0 && iw < sh.W ? s[iw] : T(0);
-        }
-    }
 }
 
 // Offsets of taps (c, r, s), c < channels, in the layout of PaddedInput,
@@ -317,10 +315,9 @@ void tap_offsets(const Conv2dShape& sh, const PaddedInput& g, int channels, size
         off[e++] = c * g.plane + r * g.row + (s % sh.stride) * g.phase_len + s / sh.stride;
 }
 
-void check_thin(const Conv2dShape& sh) {
-  HPMC_CHECK(sh.K >= 1 && sh.K <= kThinMaxK, "the thin convolution takes 1..", kThinMaxK,
-             " output channels, not ", sh.K);
-}
+// Channels per register tile: at most 4, as even as possible (K = 6 is two
+// tiles of 3, not 4 + 2 with two ghost channels).
+inline int channel_block(int channels) { return ceil_div(channels, ceil_div(channels, 4)); }
 
 // Vectors per output row, and per tile: two where the row has two or more.
 inline int tile_vectors(int cols, int lanes) { return ceil_div(cols, lanes) >= 2 ? 2 : 1; }
@@ -372,46 +369,50 @@ template <typename T>
 void conv2d_thin_forward(const Conv2dShape& sh, const T* x, const T* w, const T* b, T* y,
                          Conv2dThinWorkspace<T>& ws, SimdLevel level) {
   using namespace thin_detail;
-  check_thin(sh);
   const ThinKernels<T>& kn = kernels_for<T>(level);
+  const int ob = channel_block(sh.K);
   const int qb = tile_vectors(sh.Q, kn.lanes);
-  const PaddedInput g = padded_input(sh, kn.tile_rows(sh.K, qb), qb, kn.lanes, sizeof(T));
+  const PaddedInput g = padded_input(sh, kn.tile_rows(ob, qb), qb, kn.lanes, sizeof(T));
   const int taps = sh.R * sh.S, entries = sh.C * taps;
 
   tap_offsets(sh, g, g.chunk, 0, ws.offsets);
-  // Weights as [C·R·S][K]: the K weights of one tap side by side.
-  ws.wpack.resize(size_t(entries) * sh.K);
+  // Weights as [K / ob][C·R·S][ob]: the weights of one tap for the ob
+  // channels of a tile side by side; 0 for the ghost channels of the last.
+  ws.wpack.assign(size_t(ceil_div(sh.K, ob)) * entries * ob, T(0));
   for (int k = 0; k < sh.K; ++k)
-    for (int e = 0; e < entries; ++e) ws.wpack[size_t(e) * sh.K + k] = w[size_t(k) * entries + e];
+    for (int e = 0; e < entries; ++e)
+      ws.wpack[(size_t(k / ob) * entries + e) * ob + k % ob] = w[size_t(k) * entries + e];
   prepare(ws);
 
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < sh.N; ++n) {
-    T* buf = grow(ws.in[thread_index()], size_t(g.chunk) * g.plane);
-    const T* xn = x + n * sh.in_sample();
-    for (int c0 = 0; c0 < sh.C; c0 += g.chunk) {
-      const int cn = std::min(g.chunk, sh.C - c0);
-      copy_padded(sh, g, xn, c0, cn, buf);
-      TileJob<T> jb;
-      jb.in = buf;
-      jb.in_row = sh.stride * g.row;
-      jb.off = ws.offsets.data();
-      jb.n_entries = cn * taps;
-      jb.wpack = ws.wpack.data() + size_t(c0) * taps * sh.K;
-      jb.wpack_stride = 0;  // one block: all K channels
-      jb.bias = b;
-      jb.accumulate = c0 > 0;
-      jb.n_out = sh.K;
-      jb.rows = sh.P;
-      jb.cols = sh.Q;
-      jb.out = y + n * sh.out_sample();
-      jb.out_ch = ptrdiff_t(sh.P) * sh.Q;
-      jb.out_row = sh.Q;
-      jb.out_col = 1;
-      jb.ob = sh.K;
-      jb.qb = qb;
-      kn.tiles(jb);
-    }
+#pragma omp parallel
+  {
+    T* buf = grow_aligned(ws.in[thread_index()], size_t(g.chunk) * g.plane);
+    std::fill(buf, buf + g.chunk * g.plane, T(0));  // the padding, once
+#pragma omp for schedule(static)
+    for (int n = 0; n < sh.N; ++n)
+      for (int c0 = 0; c0 < sh.C; c0 += g.chunk) {
+        const int cn = std::min(g.chunk, sh.C - c0);
+        kn.copy_in(sh, g, x + n * sh.in_sample(), c0, cn, buf);
+        TileJob<T> jb;
+        jb.in = buf;
+        jb.in_row = sh.stride * g.row;
+        jb.off = ws.offsets.data();
+        jb.n_entries = cn * taps;
+        jb.wpack = ws.wpack.data() + size_t(c0) * taps * ob;
+        jb.wpack_stride = size_t(entries) * ob;
+        jb.bias = b;
+        jb.accumulate = c0 > 0;
+        jb.n_out = sh.K;
+        jb.rows = sh.P;
+        jb.cols = sh.Q;
+        jb.out = y + n * sh.out_sample();
+        jb.out_ch = ptrdiff_t(sh.P) * sh.Q;
+        jb.out_row = sh.Q;
+        jb.out_col = 1;
+        jb.ob = ob;
+        jb.qb = qb;
+        kn.tiles(jb);
+      }
   }
 }
 
@@ -421,7 +422,6 @@ template <typename T>
 void conv2d_thin_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T* dx,
                                Conv2dThinWorkspace<T>& ws, SimdLevel level) {
   using namespace thin_detail;
-  check_thin(sh);
   const ThinKernels<T>& kn = kernels_for<T>(level);
   const int st = sh.stride, pad = sh.pad, L = kn.lanes;
   const int ob = std::min(sh.C, 4);  // input channels per tile
@@ -463,7 +463,7 @@ void conv2d_thin_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T
 
   // dy copied with margins of zeros wide enough for every tap and ghost lane.
   const int top = -min_row, left = -min_col;
-  const int hd = top + max_row + 1, wd = left + max_col + 1;
+  const int hd = top + max_row + 1, wd = round_up(left + max_col + 1, L);
   const ptrdiff_t dplane = ptrdiff_t(hd) * wd;
   ws.offsets.resize(taps.size());
   ws.wpack.assign(taps.size() * cblocks * ob, T(0));
@@ -479,35 +479,38 @@ void conv2d_thin_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T
   }
   prepare(ws);
 
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < sh.N; ++n) {
-    T* buf = grow(ws.in[thread_index()], size_t(sh.K) * dplane);
-    std::fill(buf, buf + sh.K * dplane, T(0));
-    const T* dyn = dy + n * sh.out_sample();
-    for (int k = 0; k < sh.K; ++k)
-      for (int p = 0; p < sh.P; ++p)
-        std::copy(dyn + (size_t(k) * sh.P + p) * sh.Q, dyn + (size_t(k) * sh.P + p + 1) * sh.Q,
-                  buf + k * dplane + ptrdiff_t(p + top) * wd + left);
-    for (const Phase& ph : phases) {
-      TileJob<T> jb;
-      jb.in = buf;
-      jb.in_row = wd;
-      jb.off = ws.offsets.data() + ph.first;
-      jb.n_entries = int(ph.count);
-      jb.wpack = ws.wpack.data() + ph.first * cblocks * ob;
-      jb.wpack_stride = ph.count * ob;
-      jb.bias = nullptr;
-      jb.accumulate = false;
-      jb.n_out = sh.C;
-      jb.rows = ph.rows;
-      jb.cols = ph.cols;
-      jb.out = dx + n * sh.in_sample() + ph.fh * sh.W + ph.fw;
-      jb.out_ch = ptrdiff_t(sh.H) * sh.W;
-      jb.out_row = ptrdiff_t(st) * sh.W;
-      jb.out_col = st;
-      jb.ob = ob;
-      jb.qb = qb;
-      kn.tiles(jb);
+#pragma omp parallel
+  {
+    T* buf = grow_aligned(ws.in[thread_index()], size_t(sh.K) * dplane);
+    std::fill(buf, buf + sh.K * dplane, T(0));  // the margins, once
+#pragma omp for schedule(static)
+    for (int n = 0; n < sh.N; ++n) {
+      const T* dyn = dy + n * sh.out_sample();
+      for (int k = 0; k < sh.K; ++k)
+        for (int p = 0; p < sh.P; ++p)
+          std::copy(dyn + (size_t(k) * sh.P + p) * sh.Q, dyn + (size_t(k) * sh.P + p + 1) * sh.Q,
+                    buf + k * dplane + ptrdiff_t(p + top) * wd + left);
+      for (const Phase& ph : phases) {
+        TileJob<T> jb;
+        jb.in = buf;
+        jb.in_row = wd;
+        jb.off = ws.offsets.data() + ph.first;
+        jb.n_entries = int(ph.count);
+        jb.wpack = ws.wpack.data() + ph.first * cblocks * ob;
+        jb.wpack_stride = ph.count * ob;
+        jb.bias = nullptr;
+        jb.accumulate = false;
+        jb.n_out = sh.C;
+        jb.rows = ph.rows;
+        jb.cols = ph.cols;
+        jb.out = dx + n * sh.in_sample() + ph.fh * sh.W + ph.fw;
+        jb.out_ch = ptrdiff_t(sh.H) * sh.W;
+        jb.out_row = ptrdiff_t(st) * sh.W;
+        jb.out_col = st;
+        jb.ob = ob;
+        jb.qb = qb;
+        kn.tiles(jb);
+      }
     }
   }
 }
@@ -518,63 +521,69 @@ template <typename T>
 void conv2d_thin_backward_params(const Conv2dShape& sh, const T* x, const T* dy, T* dw, T* db,
                                  Conv2dThinWorkspace<T>& ws, SimdLevel level) {
   using namespace thin_detail;
-  check_thin(sh);
   const ThinKernels<T>& kn = kernels_for<T>(level);
-  const int L = kn.lanes, vectors = ceil_div(sh.Q, L);
-  const int qb = tile_vectors(sh.Q, L);
-  const PaddedInput g = padded_input(sh, kn.tile_rows(sh.K, qb), qb, L, sizeof(T));
+  const int L = kn.lanes;
+  const int qb = tile_vectors(sh.Q, L), vectors = round_up(ceil_div(sh.Q, L), qb);
+  const int kb = channel_block(sh.K), kblocks = ceil_div(sh.K, kb);
+  const PaddedInput g = padded_input(sh, kn.tile_rows(kb, qb), qb, L, sizeof(T));
   const int taps = sh.R * sh.S, entries = sh.C * taps;
-  const int tb = kn.wgrad_taps(sh.K);
-  tap_offsets(sh, g, g.chunk, size_t(round_up(g.chunk * taps, tb)), ws.offsets);
+  // Ghost entries up to a whole tile of taps for any block size (≤ 8).
+  tap_offsets(sh, g, g.chunk, size_t(g.chunk) * taps + 8, ws.offsets);
   const ptrdiff_t dy_row = ptrdiff_t(vectors) * L, dy_plane = sh.P * dy_row;
   const size_t wcount = sh.weight_count();
   prepare(ws);
 
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < sh.N; ++n) {
+#pragma omp parallel
+  {
     const int t = thread_index();
     double* pdw = grow(ws.dw[t], wcount);
     double* pdb = grow(ws.db[t], size_t(sh.K));
-    if (!ws.used[t]) {  // this thread's first image: start its partials at 0
-      ws.used[t] = 1;
-      std::fill(pdw, pdw + wcount, 0.0);
-      std::fill(pdb, pdb + sh.K, 0.0);
-    }
-    // dy with each row padded to whole vectors with zeros.
-    const T* dyn = dy + n * sh.out_sample();
-    T* dyq = grow(ws.aux[t], size_t(sh.K) * dy_plane);
-    for (int k = 0; k < sh.K; ++k)
-      for (int p = 0; p < sh.P; ++p) {
-        const T* src = dyn + (size_t(k) * sh.P + p) * sh.Q;
-        T* d = dyq + k * dy_plane + p * dy_row;
-        std::copy(src, src + sh.Q, d);
-        std::fill(d + sh.Q, d + dy_row, T(0));
+    std::fill(pdw, pdw + wcount, 0.0);
+    std::fill(pdb, pdb + sh.K, 0.0);
+    ws.used[t] = 1;
+    // dy with each row padded with zeros to whole tiles of vectors, and the
+    // input's padding: zeroed once, then only the data is copied.
+    T* dyq = grow_aligned(ws.aux[t], size_t(sh.K) * dy_plane);
+    std::fill(dyq, dyq + sh.K * dy_plane, T(0));
+    T* buf = grow_aligned(ws.in[t], size_t(g.chunk) * g.plane);
+    std::fill(buf, buf + g.chunk * g.plane, T(0));
+#pragma omp for schedule(static)
+    for (int n = 0; n < sh.N; ++n) {
+      const T* dyn = dy + n * sh.out_sample();
+      for (int k = 0; k < sh.K; ++k)
+        for (int p = 0; p < sh.P; ++p)
+          std::copy(dyn + (size_t(k) * sh.P + p) * sh.Q, dyn + (size_t(k) * sh.P + p + 1) * sh.Q,
+                    dyq + k * dy_plane + p * dy_row);
+      if (db)
+        for (int k = 0; k < sh.K; ++k) {
+          const T* d = dyn + size_t(k) * sh.P * sh.Q;
+          double acc = 0;
+          for (int i = 0; i < sh.P * sh.Q; ++i) acc += double(d[i]);
+          pdb[k] += acc;
+        }
+      for (int c0 = 0; c0 < sh.C; c0 += g.chunk) {
+        const int cn = std::min(g.chunk, sh.C - c0);
+        kn.copy_in(sh, g, x + n * sh.in_sample(), c0, cn, buf);
+        // Blocks of kb output channels (the last one may be smaller).
+        for (int b = 0; b < kblocks; ++b) {
+          const int k0 = b * kb;
+          WgradJob<T> jb;
+          jb.in = buf;
+          jb.in_row = sh.stride * g.row;
+          jb.off = ws.offsets.data();
+          jb.n_entries = cn * taps;
+          jb.dy = dyq + k0 * dy_plane;
+          jb.dy_plane = dy_plane;
+          jb.dy_row = dy_row;
+          jb.k = std::min(kb, sh.K - k0);
+          jb.rows = sh.P;
+          jb.vectors = vectors;
+          jb.qb = qb;
+          jb.dw = pdw + size_t(k0) * entries + size_t(c0) * taps;
+          jb.dw_k = entries;
+          kn.wgrad(jb);
+        }
       }
-    if (db)
-      for (int k = 0; k < sh.K; ++k) {
-        const T* d = dyn + size_t(k) * sh.P * sh.Q;
-        double acc = 0;
-        for (int i = 0; i < sh.P * sh.Q; ++i) acc += double(d[i]);
-        pdb[k] += acc;
-      }
-    T* buf = grow(ws.in[t], size_t(g.chunk) * g.plane);
-    for (int c0 = 0; c0 < sh.C; c0 += g.chunk) {
-      const int cn = std::min(g.chunk, sh.C - c0);
-      copy_padded(sh, g, x + n * sh.in_sample(), c0, cn, buf);
-      WgradJob<T> jb;
-      jb.in = buf;
-      jb.in_row = sh.stride * g.row;
-      jb.off = ws.offsets.data();
-      jb.n_entries = cn * taps;
-      jb.dy = dyq;
-      jb.dy_plane = dy_plane;
-      jb.dy_row = dy_row;
-      jb.k = sh.K;
-      jb.rows = sh.P;
-      jb.vectors = vectors;
-      jb.dw = pdw + size_t(c0) * taps;
-      jb.dw_k = entries;
-      kn.wgrad(jb);
     }
   }
 
