@@ -1,9 +1,9 @@
 // The thin-layer convolution (conv2d_thin.h) against the direct oracle: a
-// sweep of shapes for K = 1..4 at every SIMD level this CPU supports, in
-// float and double; the gradient convention (dw/db +=, dx overwritten —
-// poisoned with NaN first); bit-identical repeats; and the switch between
-// the thin and the im2col + gemm paths in conv2d_ops.h. Finite differences
-// through the thin path are in test_conv2d.cpp.
+// sweep of shapes for K = 1..4 (and some up to 17) at every SIMD level this
+// CPU supports, in float and double; the gradient convention (dw/db +=, dx
+// overwritten — poisoned with NaN first); bit-identical repeats; and the
+// switch between the thin and the im2col + gemm paths in conv2d_ops.h.
+// Finite differences through the thin path are in test_conv2d.cpp.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -138,9 +138,11 @@ std::vector<ThinCase> thin_cases() {
   // The shapes this path exists for: the autoencoders' last layers.
   out.push_back({2, 256, 32, 32, 3, 3, 1, 1, true});
   out.push_back({3, 32, 28, 28, 1, 3, 1, 1, true});
-  // Above kThinMaxK the layer takes im2col + gemm, but the thin kernels take
-  // any K, in blocks of up to 4 channels (ghost channels in the last).
+  // K above 4: several register tiles of up to 4 channels, as even as
+  // possible, with ghost channels in the last where K does not divide.
   out.push_back({3, 5, 13, 11, 5, 3, 1, 1, true});
+  out.push_back({3, 32, 14, 14, 16, 3, 1, 1, true});
+  out.push_back({2, 16, 7, 7, 17, 3, 1, 1, true});
   out.push_back({2, 7, 9, 17, 6, 3, 2, 1, true});
   out.push_back({1, 3, 7, 33, 7, 5, 1, 2, false});
   out.push_back({3, 256, 16, 16, 9, 3, 1, 1, true});
@@ -169,8 +171,8 @@ INSTANTIATE_TEST_SUITE_P(ThinShapes, Conv2dThinSweep, ::testing::ValuesIn(thin_c
 // ---- the switch in conv2d_ops.h -----------------------------------------------------
 
 // conv2d_forward / _backward_data / _backward_params run the thin path up to
-// kThinMaxK output channels and im2col + gemm above: their results are
-// bit-identical to the path they chose.
+// kThinMaxK output channels (kernels larger than 1x1) and im2col + gemm
+// otherwise: their results are bit-identical to the path they chose.
 void expect_dispatch_runs(const Conv2dShape& sh, bool thin) {
   SCOPED_TRACE(str("K=", sh.K, thin ? " (thin)" : " (gemm)"));
   Rng rng(17);
@@ -208,10 +210,18 @@ void expect_dispatch_runs(const Conv2dShape& sh, bool thin) {
 }
 
 TEST(Conv2dThin, SwitchAtKThinMaxK) {
-  for (int k = 1; k <= cpu::kThinMaxK + 2; ++k) {
+  for (int k : {1, 2, 3, 4, 5, cpu::kThinMaxK - 1, cpu::kThinMaxK, cpu::kThinMaxK + 1, 32}) {
     const Conv2dShape sh = make_conv2d_shape(3, 7, 9, 11, k, 3, 3, 1, 1);
-    EXPECT_EQ(cpu::conv2d_thin_applies(sh), k <= cpu::kThinMaxK);
+    EXPECT_EQ(cpu::conv2d_thin_applies(sh), k <= cpu::kThinMaxK) << "K=" << k;
     expect_dispatch_runs(sh, k <= cpu::kThinMaxK);
+  }
+}
+
+TEST(Conv2dThin, OneByOneKernelsKeepTheGemmPath) {
+  for (int stride : {1, 2}) {
+    const Conv2dShape sh = make_conv2d_shape(3, 7, 9, 11, 3, 1, 1, stride, 0);
+    EXPECT_FALSE(cpu::conv2d_thin_applies(sh)) << "stride " << stride;
+    expect_dispatch_runs(sh, false);
   }
 }
 

@@ -1,8 +1,10 @@
 // conv2d_thin.h — direct, vectorised CPU convolution for THIN layers: few
-// output channels (K ≤ kThinMaxK), such as an autoencoder's last layer
-// (256 → 3 channels). There im2col + gemm is memory-bound: the gemm has only
-// K rows, so the 9× larger column matrix is written and read for a handful
-// of multiply-adds per element. This path builds no column matrix.
+// output channels, such as an autoencoder's last layer (256 → 3 channels).
+// There im2col + gemm is memory-bound: the gemm has only K rows, so the 9×
+// larger column matrix is written and read for a handful of multiply-adds
+// per element. This path builds no column matrix. It takes any K (in
+// register tiles of up to 4 channels); conv2d_thin_applies says where it is
+// chosen.
 //
 // Layouts: x is NCHW, w is KCRS, b is K, y is NKPQ (see conv_shape.h).
 //   forward:       y[k][p][q] = b[k] + Σ_c,r,s w[k][c][r][s] · x[c][p·st-pad+r][q·st-pad+s]
@@ -11,14 +13,15 @@
 // How each is mapped (all vectorise along the output width, SIMD lanes = q):
 //   * forward: per image, a zero-padded copy of a chunk of input channels
 //     (stride > 1: each row split into its `stride` column phases, so that
-//     x[q·st + s] is contiguous in q). A register tile holds all K outputs ×
-//     a few rows × a few vectors; it sums over (c, r, s) with the weights
-//     broadcast — the image is read once, no column matrix.
+//     x[q·st + s] is contiguous in q). A register tile holds up to 4 outputs
+//     × a few rows × a few vectors; it sums over (c, r, s) with the weights
+//     broadcast — the image is read once (once per 4 outputs), no column
+//     matrix.
 //   * backward_data: the transposed convolution as a gather. For each phase
 //     (h mod st, v mod st) of dx, the taps that reach it form a stride-1
 //     correlation of a zero-padded copy of dy (K channels) with part of the
 //     kernel; a register tile holds 4 input channels × rows × vectors.
-//   * backward_params: per image, a register tile of K outputs × a few
+//   * backward_params: per image, a register tile of up to 4 outputs × a few
 //     (c, r, s) taps sums dy · x over the whole output plane in vectors, then
 //     across lanes in double. Images are split between threads, each with a
 //     private double partial; the partials are summed in thread order, so a
@@ -46,11 +49,19 @@ SimdLevel best_simd_level();  // the widest this CPU (and OS) supports
 bool simd_level_supported(SimdLevel level);
 const char* simd_level_name(SimdLevel level);
 
-// The selection rule, by measurement on Zen 5 (2 threads, 3x3 kernels, 28x28
-// and 32x32 images; see PERFORMANCE.md): im2col + gemm loses badly at K ≤ 4
-// for forward, backward_data and backward_params alike.
-constexpr int kThinMaxK = 4;
-inline bool conv2d_thin_applies(const Conv2dShape& sh) { return sh.K <= kThinMaxK; }
+// The selection rule (conv2d_ops.h), by measurement on the 2-vCPU Zen 5 of
+// docs/PERFORMANCE.md against im2col + OpenBLAS: for 3x3 and 5x5 kernels
+// with K ≤ 16 (stride 1 and 2, 7x7 to 32x32 images, 1 to 256 input
+// channels) the thin path was 1.5 – 12× faster per pass, except the forward
+// pass of a 1-channel input, which it loses by 15% at K = 16. Above K = 16 it
+// also won there with OpenBLAS's AVX2 gemm (2× at K = 32..128), but a better
+// gemm could win; those layers keep im2col + gemm until measured against it.
+// A 1x1 kernel has no im2col blow-up to avoid (stride 1 needs no im2col at
+// all) and the thin path is no faster there: it keeps the gemm path.
+constexpr int kThinMaxK = 16;
+inline bool conv2d_thin_applies(const Conv2dShape& sh) {
+  return sh.K <= kThinMaxK && sh.R * sh.S > 1;
+}
 
 // Scratch memory of the thin path, grown on demand and kept between calls
 // (a layer owns one inside its Conv2dWorkspace). Not shareable between
@@ -65,17 +76,17 @@ struct Conv2dThinWorkspace {
   std::vector<ptrdiff_t> offsets;          // input offset of each tap
 };
 
-// y = conv(x, w) + b; b may be null. Overwrites y. Requires K ≤ kThinMaxK.
+// y = conv(x, w) + b; b may be null. Overwrites y.
 template <typename T>
 void conv2d_thin_forward(const Conv2dShape& sh, const T* x, const T* w, const T* b, T* y,
                          Conv2dThinWorkspace<T>& ws, SimdLevel level = best_simd_level());
 
-// dx = dL/dx for dy = dL/dy. Overwrites dx. Requires K ≤ kThinMaxK.
+// dx = dL/dx for dy = dL/dy. Overwrites dx.
 template <typename T>
 void conv2d_thin_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T* dx,
                                Conv2dThinWorkspace<T>& ws, SimdLevel level = best_simd_level());
 
-// dw += dL/dw and, if db is non-null, db += dL/db. Requires K ≤ kThinMaxK.
+// dw += dL/dw and, if db is non-null, db += dL/db.
 template <typename T>
 void conv2d_thin_backward_params(const Conv2dShape& sh, const T* x, const T* dy, T* dw, T* db,
                                  Conv2dThinWorkspace<T>& ws,
