@@ -112,6 +112,12 @@ struct VectorExtSimd {
     return v;
   }
   static void store(T* p, V v) { std::memcpy(p, &v, sizeof v); }
+  static V load_part(const T* p, int n) {
+    V v{};
+    std::memcpy(&v, p, n * sizeof(T));
+    return v;
+  }
+  static void store_part(T* p, V v, int n) { std::memcpy(p, &v, n * sizeof(T)); }
   static V set1(T a) {
     V v;
     for (int l = 0; l < kLanes; ++l) v[l] = a;
@@ -156,6 +162,11 @@ struct Simd<float> {
   static constexpr int kLanes = 8;
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static __m256i mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static V load_part(const float* p, int n) { return _mm256_maskload_ps(p, mask(n)); }
+  static void store_part(float* p, V v, int n) { _mm256_maskstore_ps(p, mask(n), v); }
   static V set1(float a) { return _mm256_set1_ps(a); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static void in_register(V& v) { HPMC_IN_REGISTER(v); }
@@ -173,6 +184,11 @@ struct Simd<double> {
   static constexpr int kLanes = 4;
   static V load(const double* p) { return _mm256_loadu_pd(p); }
   static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
+  static __m256i mask(int n) {
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
+  }
+  static V load_part(const double* p, int n) { return _mm256_maskload_pd(p, mask(n)); }
+  static void store_part(double* p, V v, int n) { _mm256_maskstore_pd(p, mask(n), v); }
   static V set1(double a) { return _mm256_set1_pd(a); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
   static void in_register(V& v) { HPMC_IN_REGISTER(v); }
@@ -205,6 +221,12 @@ struct Simd<float> {
   static constexpr int kLanes = 16;
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V load_part(const float* p, int n) {
+    return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p);
+  }
+  static void store_part(float* p, V v, int n) {
+    _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), v);
+  }
   static V set1(float a) { return _mm512_set1_ps(a); }
   static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static void in_register(V& v) { HPMC_IN_REGISTER(v); }
@@ -223,6 +245,12 @@ struct Simd<double> {
   static constexpr int kLanes = 8;
   static V load(const double* p) { return _mm512_loadu_pd(p); }
   static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
+  static V load_part(const double* p, int n) {
+    return _mm512_maskz_loadu_pd(__mmask8((1u << n) - 1), p);
+  }
+  static void store_part(double* p, V v, int n) {
+    _mm512_mask_storeu_pd(p, __mmask8((1u << n) - 1), v);
+  }
   static V set1(double a) { return _mm512_set1_pd(a); }
   static V fmadd(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
   static void in_register(V& v) { HPMC_IN_REGISTER(v); }
