@@ -51,7 +51,7 @@ template <typename T>
 struct WgradJob {
   const T* in;
   ptrdiff_t in_row;
-  const ptrdiff_t* off;  // n_entries offsets, padded to a multiple of wgrad_taps
+  const ptrdiff_t* off;  // n_entries offsets, then 8 readable ghost entries
   int n_entries;
   const T* dy;
   ptrdiff_t dy_plane, dy_row;
@@ -60,7 +60,6 @@ struct WgradJob {
   double* dw;
   ptrdiff_t dw_k;
 };
-
 
 inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
 inline int round_up(int a, int b) { return ceil_div(a, b) * b; }
@@ -96,11 +95,6 @@ constexpr int kRegisters = 16;
 
 typedef float v4f __attribute__((vector_size(16)));
 typedef double v2d __attribute__((vector_size(16)));
-
-// in_register(v): an empty asm that takes v in a vector register, so that
-// GCC loads an input vector once for all the multiply-adds that use it
-// instead of folding a (usually cache-line-splitting) load into each.
-#define HPMC_IN_REGISTER(v) __asm__("" : "+v"(v))
 
 template <typename T, typename Vec>
 struct VectorExtSimd {
@@ -144,6 +138,11 @@ struct Simd<double> : VectorExtSimd<double, v2d> {};
 }  // namespace portable
 
 #if HPMC_THIN_X86
+
+// in_register(v): an empty asm that takes v in a vector register, so that
+// GCC loads an input vector once for all the multiply-adds that use it
+// instead of folding a (usually cache-line-splitting) load into each.
+#define HPMC_IN_REGISTER(v) __asm__("" : "+v"(v))
 
 // ---- AVX2 + FMA --------------------------------------------------------------
 
@@ -265,6 +264,8 @@ struct Simd<double> {
 
 }  // namespace avx512
 #pragma GCC pop_options
+
+#undef HPMC_IN_REGISTER
 
 #endif  // HPMC_THIN_X86
 
