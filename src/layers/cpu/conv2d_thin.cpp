@@ -44,11 +44,14 @@ struct TileJob {
   int ob, qb;             // tile: ob channels × qb vectors (× tile_rows rows)
 };
 
-// A weight gradient summed over an image (wgrad_grid):
-//   dw[k·dw_k + e] += Σ_i<rows Σ_j<vectors·lanes dy[k·dy_plane + i·dy_row + j] · in[off[e] + i·in_row + j]
+// A weight gradient summed over a group of images (wgrad_grid):
+//   dw[k·dw_k + e] += Σ_g<images Σ_i<rows Σ_j<vectors·lanes
+//                       dy[g·dy_image + k·dy_plane + i·dy_row + j] · in[g·in_image + off[e] + i·in_row + j]
 // for k < `k`, e < n_entries; dy holds 0 in the lanes past a row's end.
 template <typename T>
 struct WgradJob {
+  int images;
+  ptrdiff_t in_image, dy_image;
   const T* in;
   ptrdiff_t in_row;
   const ptrdiff_t* off;  // n_entries offsets, then 8 readable ghost entries
@@ -319,8 +322,10 @@ void prepare(Conv2dThinWorkspace<T>& ws) {
 // (Zen 5: 1 MiB per core; a 256-channel 34x34 copy would be 1.2 MiB).
 constexpr size_t kChunkBytes = 256 << 10;
 
+// `images`: how many images' copies are held at once (their chunks share
+// the budget).
 PaddedInput padded_input(const Conv2dShape& sh, int tile_rows, int tile_vectors, int lanes,
-                         size_t elem) {
+                         size_t elem, int images = 1) {
   PaddedInput g;
   g.rows = (round_up(sh.P, tile_rows) - 1) * sh.stride + sh.R;
   g.phase_len = round_up(round_up(ceil_div(sh.Q, lanes), tile_vectors) * lanes +
@@ -328,7 +333,8 @@ PaddedInput padded_input(const Conv2dShape& sh, int tile_rows, int tile_vectors,
                          lanes);
   g.row = ptrdiff_t(sh.stride) * g.phase_len;
   g.plane = g.rows * g.row;
-  g.chunk = int(std::clamp<size_t>(kChunkBytes / (size_t(g.plane) * elem), 1, size_t(sh.C)));
+  g.chunk = int(std::clamp<size_t>(kChunkBytes / (size_t(g.plane) * elem * images), 1,
+                                   size_t(sh.C)));
   return g;
 }
 
@@ -554,11 +560,20 @@ void conv2d_thin_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
   const int L = kn.lanes;
   const int qb = tile_vectors(sh.Q, L), vectors = round_up(ceil_div(sh.Q, L), qb);
   const int kb = channel_block(sh.K), kblocks = ceil_div(sh.K, kb);
-  const PaddedInput g = padded_input(sh, kn.tile_rows(kb, qb), qb, L, sizeof(T));
+  // Small output planes are summed a group of images at a time, so that an
+  // accumulator takes kWgradVectors multiply-adds or more before its lanes
+  // are reduced (an 8x8 plane alone gives it 8); at most the images a thread
+  // gets, so that the groups still spread over the threads.
+  constexpr int kWgradVectors = 64;
+  const int group = std::clamp(ceil_div(kWgradVectors, sh.P * vectors), 1,
+                               std::max(1, ceil_div(sh.N, std::max(num_threads(), 1))));
+  const int groups = ceil_div(sh.N, group);
+  const PaddedInput g = padded_input(sh, kn.tile_rows(kb, qb), qb, L, sizeof(T), group);
   const int taps = sh.R * sh.S, entries = sh.C * taps;
   // Ghost entries up to a whole tile of taps for any block size (≤ 8).
   tap_offsets(sh, g, g.chunk, size_t(g.chunk) * taps + 8, ws.offsets);
   const ptrdiff_t dy_row = ptrdiff_t(vectors) * L, dy_plane = sh.P * dy_row;
+  const ptrdiff_t dy_image = sh.K * dy_plane, in_image = g.chunk * g.plane;
   const size_t wcount = sh.weight_count();
   prepare(ws);
 
@@ -572,31 +587,39 @@ void conv2d_thin_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
     ws.used[t] = 1;
     // dy with each row padded with zeros to whole tiles of vectors, and the
     // input's padding: zeroed once, then only the data is copied.
-    T* dyq = grow_aligned(ws.aux[t], size_t(sh.K) * dy_plane);
-    std::fill(dyq, dyq + sh.K * dy_plane, T(0));
-    T* buf = grow_aligned(ws.in[t], size_t(g.chunk) * g.plane);
-    std::fill(buf, buf + g.chunk * g.plane, T(0));
+    T* dyq = grow_aligned(ws.aux[t], size_t(group) * dy_image);
+    std::fill(dyq, dyq + group * dy_image, T(0));
+    T* buf = grow_aligned(ws.in[t], size_t(group) * in_image);
+    std::fill(buf, buf + group * in_image, T(0));
 #pragma omp for schedule(static)
-    for (int n = 0; n < sh.N; ++n) {
-      const T* dyn = dy + n * sh.out_sample();
-      for (int k = 0; k < sh.K; ++k)
-        for (int p = 0; p < sh.P; ++p)
-          std::copy(dyn + (size_t(k) * sh.P + p) * sh.Q, dyn + (size_t(k) * sh.P + p + 1) * sh.Q,
-                    dyq + k * dy_plane + p * dy_row);
-      if (db)
-        for (int k = 0; k < sh.K; ++k) {
-          const T* d = dyn + size_t(k) * sh.P * sh.Q;
-          double acc = 0;
-          for (int i = 0; i < sh.P * sh.Q; ++i) acc += double(d[i]);
-          pdb[k] += acc;
-        }
+    for (int grp = 0; grp < groups; ++grp) {
+      const int n0 = grp * group, ng = std::min(group, sh.N - n0);
+      for (int i = 0; i < ng; ++i) {
+        const T* dyn = dy + (n0 + i) * sh.out_sample();
+        for (int k = 0; k < sh.K; ++k)
+          for (int p = 0; p < sh.P; ++p)
+            std::copy(dyn + (size_t(k) * sh.P + p) * sh.Q,
+                      dyn + (size_t(k) * sh.P + p + 1) * sh.Q,
+                      dyq + i * dy_image + k * dy_plane + p * dy_row);
+        if (db)
+          for (int k = 0; k < sh.K; ++k) {
+            const T* d = dyn + size_t(k) * sh.P * sh.Q;
+            double acc = 0;
+            for (int j = 0; j < sh.P * sh.Q; ++j) acc += double(d[j]);
+            pdb[k] += acc;
+          }
+      }
       for (int c0 = 0; c0 < sh.C; c0 += g.chunk) {
         const int cn = std::min(g.chunk, sh.C - c0);
-        kn.copy_in(sh, g, x + n * sh.in_sample(), c0, cn, buf);
+        for (int i = 0; i < ng; ++i)
+          kn.copy_in(sh, g, x + (n0 + i) * sh.in_sample(), c0, cn, buf + i * in_image);
         // Blocks of kb output channels (the last one may be smaller).
         for (int b = 0; b < kblocks; ++b) {
           const int k0 = b * kb;
           WgradJob<T> jb;
+          jb.images = ng;
+          jb.in_image = in_image;
+          jb.dy_image = dy_image;
           jb.in = buf;
           jb.in_row = sh.stride * g.row;
           jb.off = ws.offsets.data();
