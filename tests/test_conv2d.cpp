@@ -1,8 +1,8 @@
 // Conv2D on the CPU: hand-computed cases, finite-difference gradients in
 // double for the direct oracle, the im2col + gemm path and the thin path,
-// the layer (float; thin for K ≤ 16 and kernels > 1x1, else im2col + gemm)
-// against the oracle over a sweep of shapes, the gradient convention,
-// determinism, and shape/config errors.
+// the layer (float; the thin path or im2col + gemm, as conv2d_thin_applies
+// picks) against the oracle over a sweep of shapes, the gradient
+// convention, determinism, and shape/config errors.
 #include <cmath>
 #include <cstring>
 #include <functional>

@@ -170,9 +170,9 @@ INSTANTIATE_TEST_SUITE_P(ThinShapes, Conv2dThinSweep, ::testing::ValuesIn(thin_c
 
 // ---- the switch in conv2d_ops.h -----------------------------------------------------
 
-// conv2d_forward / _backward_data / _backward_params run the thin path up to
-// kThinMaxK output channels (kernels larger than 1x1) and im2col + gemm
-// otherwise: their results are bit-identical to the path they chose.
+// conv2d_forward / _backward_data / _backward_params run the thin path where
+// conv2d_thin_applies and im2col + gemm otherwise: their results are
+// bit-identical to the path they chose.
 void expect_dispatch_runs(const Conv2dShape& sh, bool thin) {
   SCOPED_TRACE(str("K=", sh.K, thin ? " (thin)" : " (gemm)"));
   Rng rng(17);
@@ -209,11 +209,21 @@ void expect_dispatch_runs(const Conv2dShape& sh, bool thin) {
   EXPECT_EQ(chosen.db, expected.db);
 }
 
-TEST(Conv2dThin, SwitchAtKThinMaxK) {
+TEST(Conv2dThin, SwitchAtKThinMaxKForNarrowOutputs) {
+  // 5 wide (< kThinMinQ): thin up to kThinMaxK output channels.
   for (int k : {1, 2, 3, 4, 5, cpu::kThinMaxK - 1, cpu::kThinMaxK, cpu::kThinMaxK + 1, 32}) {
-    const Conv2dShape sh = make_conv2d_shape(3, 7, 9, 11, k, 3, 3, 1, 1);
+    const Conv2dShape sh = make_conv2d_shape(3, 7, 9, 5, k, 3, 3, 1, 1);
+    ASSERT_LT(sh.Q, cpu::kThinMinQ);
     EXPECT_EQ(cpu::conv2d_thin_applies(sh), k <= cpu::kThinMaxK) << "K=" << k;
     expect_dispatch_runs(sh, k <= cpu::kThinMaxK);
+  }
+}
+
+TEST(Conv2dThin, SwitchAtKThinMinQForManyOutputChannels) {
+  for (int w = cpu::kThinMinQ - 2; w <= cpu::kThinMinQ + 1; ++w) {
+    const Conv2dShape sh = make_conv2d_shape(3, 5, 6, w, 2 * cpu::kThinMaxK, 3, 3, 1, 1);
+    EXPECT_EQ(cpu::conv2d_thin_applies(sh), sh.Q >= cpu::kThinMinQ) << "Q=" << sh.Q;
+    expect_dispatch_runs(sh, sh.Q >= cpu::kThinMinQ);
   }
 }
 

@@ -345,9 +345,9 @@ void conv2d_gemm_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
 
 // ---- the choice of path -----------------------------------------------------------
 
-// Thin layers (conv2d_thin_applies: K ≤ kThinMaxK, kernel larger than 1x1)
-// run the direct kernels of conv2d_thin.h, all others im2col + gemm. Same
-// contracts as above.
+// Where conv2d_thin_applies (kernels larger than 1x1 with K ≤ 16 or outputs
+// at least 8 wide) the direct kernels of conv2d_thin.h run, elsewhere
+// im2col + gemm. Same contracts as above.
 template <typename T>
 void conv2d_forward(const Conv2dShape& sh, const T* x, const T* w, const T* b, T* y,
                     Conv2dWorkspace<T>& ws) {

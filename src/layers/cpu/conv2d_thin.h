@@ -1,10 +1,11 @@
-// conv2d_thin.h — direct, vectorised CPU convolution for THIN layers: few
-// output channels, such as an autoencoder's last layer (256 → 3 channels).
-// There im2col + gemm is memory-bound: the gemm has only K rows, so the 9×
-// larger column matrix is written and read for a handful of multiply-adds
-// per element. This path builds no column matrix. It takes any K (in
-// register tiles of up to 4 channels); conv2d_thin_applies says where it is
-// chosen.
+// conv2d_thin.h — direct, vectorised CPU convolution, built for THIN layers:
+// few output channels, such as an autoencoder's last layer (256 → 3
+// channels). There im2col + gemm is memory-bound: the gemm has only K rows,
+// so the 9× larger column matrix is written and read for a handful of
+// multiply-adds per element. This path builds no column matrix. It takes
+// any K (in register tiles of up to 4 channels) and turned out faster than
+// im2col + gemm for most wide layers too; conv2d_thin_applies says where it
+// is chosen.
 //
 // Layouts: x is NCHW, w is KCRS, b is K, y is NKPQ (see conv_shape.h).
 //   forward:       y[k][p][q] = b[k] + Σ_c,r,s w[k][c][r][s] · x[c][p·st-pad+r][q·st-pad+s]
@@ -50,17 +51,21 @@ bool simd_level_supported(SimdLevel level);
 const char* simd_level_name(SimdLevel level);
 
 // The selection rule (conv2d_ops.h), by measurement on the 2-vCPU Zen 5 of
-// docs/PERFORMANCE.md against im2col + OpenBLAS: for 3x3 and 5x5 kernels
-// with K ≤ 16 (stride 1 and 2, 7x7 to 32x32 images, 1 to 256 input
-// channels) the thin path was 1.5 – 12× faster per pass, except the forward
-// pass of a 1-channel input, which it loses by 15% at K = 16. Above K = 16 it
-// also won there with OpenBLAS's AVX2 gemm (2× at K = 32..128), but a better
-// gemm could win; those layers keep im2col + gemm until measured against it.
-// A 1x1 kernel has no im2col blow-up to avoid (stride 1 needs no im2col at
-// all) and the thin path is no faster there: it keeps the gemm path.
-constexpr int kThinMaxK = 16;
+// docs/PERFORMANCE.md against im2col + OpenBLAS 0.3.21:
+//   * K ≤ 16, kernels larger than 1x1: the thin path was 1.5 – 12× faster
+//     per pass (stride 1 and 2, 3x3 and 5x5, 2x2 to 32x32 outputs, 1 to 256
+//     input channels): im2col's traffic alone costs more than the whole
+//     thin convolution.
+//   * Any K, outputs at least 8 wide: 1.3 – 2.5× faster forward and input
+//     gradient, weight gradient faster or even (8x8); the CIFAR
+//     autoencoder's step went from 350 to 228 ms. Narrower outputs fill too
+//     few SIMD lanes: at 4x4 and 6x6 with K ≥ 64 the gemm path wins.
+//   * 1x1 kernels have no im2col blow-up to avoid (stride 1 needs no im2col
+//     at all), and the thin path was no faster: they keep the gemm path.
+constexpr int kThinMaxK = 16;  // thin at any output width up to this K
+constexpr int kThinMinQ = 8;   // thin at any K from this output width
 inline bool conv2d_thin_applies(const Conv2dShape& sh) {
-  return sh.K <= kThinMaxK && sh.R * sh.S > 1;
+  return sh.R * sh.S > 1 && (sh.K <= kThinMaxK || sh.Q >= kThinMinQ);
 }
 
 // Scratch memory of the thin path, grown on demand and kept between calls
