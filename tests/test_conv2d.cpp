@@ -1,7 +1,8 @@
 // Conv2D on the CPU: hand-computed cases, finite-difference gradients in
-// double for both the direct oracle and the im2col + gemm path, the layer
-// (float, im2col + gemm) against the oracle over a sweep of shapes, the
-// gradient convention, determinism, and shape/config errors.
+// double for the direct oracle, the im2col + gemm path and the thin path,
+// the layer (float; the thin path or im2col + gemm, as conv2d_thin_applies
+// picks) against the oracle over a sweep of shapes, the gradient
+// convention, determinism, and shape/config errors.
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -270,9 +271,12 @@ TEST(Conv2dIm2col, MatchesItsDefinition) {
 
 // ---- finite differences in double -------------------------------------------------
 
+enum class ConvPath { kDirect, kGemm, kThin };
+
 // L = Σ r ⊙ conv(x, w, b) for a random r, so dL/dy = r. The analytic input,
 // weight and bias gradients must match central differences of L.
-void check_gradients(const Conv2dShape& sh, bool use_gemm) {
+void check_gradients(const Conv2dShape& sh, ConvPath path,
+                     cpu::SimdLevel level = cpu::best_simd_level()) {
   Rng rng(1234);
   const size_t ny = sh.N * sh.out_sample();
   auto x = random_vector(sh.N * sh.in_sample(), rng);
@@ -284,8 +288,10 @@ void check_gradients(const Conv2dShape& sh, bool use_gemm) {
   auto loss = [&](const std::vector<double>& xx, const std::vector<double>& ww,
                   const std::vector<double>& bb) {
     std::vector<double> y(ny);
-    if (use_gemm)
+    if (path == ConvPath::kGemm)
       cpu::conv2d_gemm_forward(sh, xx.data(), ww.data(), bb.data(), y.data(), ws);
+    else if (path == ConvPath::kThin)
+      cpu::conv2d_thin_forward(sh, xx.data(), ww.data(), bb.data(), y.data(), ws.thin, level);
     else
       cpu::conv2d_direct_forward(sh, xx.data(), ww.data(), bb.data(), y.data());
     double l = 0;
@@ -295,9 +301,13 @@ void check_gradients(const Conv2dShape& sh, bool use_gemm) {
 
   std::vector<double> dx(x.size(), 99.0);  // must be overwritten, not added to
   std::vector<double> dw(w.size(), 0.0), db(b.size(), 0.0);
-  if (use_gemm) {
+  if (path == ConvPath::kGemm) {
     cpu::conv2d_gemm_backward_data(sh, r.data(), w.data(), dx.data(), ws);
     cpu::conv2d_gemm_backward_params(sh, x.data(), r.data(), dw.data(), db.data(), ws);
+  } else if (path == ConvPath::kThin) {
+    cpu::conv2d_thin_backward_data(sh, r.data(), w.data(), dx.data(), ws.thin, level);
+    cpu::conv2d_thin_backward_params(sh, x.data(), r.data(), dw.data(), db.data(), ws.thin,
+                                     level);
   } else {
     cpu::conv2d_direct_backward_data(sh, r.data(), w.data(), dx.data());
     cpu::conv2d_direct_backward_weight(sh, x.data(), r.data(), dw.data());
@@ -329,14 +339,31 @@ std::string shape_name(const Conv2dShape& s) {
 TEST(Conv2dGradients, DirectMatchesFiniteDifferences) {
   for (const auto& sh : kGradientShapes) {
     SCOPED_TRACE(shape_name(sh));
-    check_gradients(sh, false);
+    check_gradients(sh, ConvPath::kDirect);
   }
 }
 
 TEST(Conv2dGradients, Im2colGemmMatchesFiniteDifferences) {
   for (const auto& sh : kGradientShapes) {
     SCOPED_TRACE(shape_name(sh));
-    check_gradients(sh, true);
+    check_gradients(sh, ConvPath::kGemm);
+  }
+}
+
+// The thin kernels (chosen for every shape above but the 1x1 one, which
+// they compute as well) at each SIMD level this CPU runs, plus K = 1 with
+// stride 2 and a 5x5 kernel, and an unpadded K = 4.
+TEST(Conv2dGradients, ThinMatchesFiniteDifferences) {
+  std::vector<Conv2dShape> shapes = kGradientShapes;
+  shapes.push_back(make_conv2d_shape(2, 3, 7, 9, 1, 5, 5, 2, 2));
+  shapes.push_back(make_conv2d_shape(3, 2, 6, 5, 4, 3, 3, 1, 0));
+  for (cpu::SimdLevel level :
+       {cpu::SimdLevel::kPortable, cpu::SimdLevel::kAvx2, cpu::SimdLevel::kAvx512}) {
+    if (!cpu::simd_level_supported(level)) continue;
+    for (const auto& sh : shapes) {
+      SCOPED_TRACE(str(shape_name(sh), " ", cpu::simd_level_name(level)));
+      check_gradients(sh, ConvPath::kThin, level);
+    }
   }
 }
 

@@ -2,8 +2,9 @@
 // square kernel, the same stride and zero padding on both axes).
 //
 // Layouts: input NCHW, weight KCRS ([out, in, kh, kw]), bias [out], output
-// NKPQ. The layer runs the im2col + gemm path of conv2d_ops.h in float32,
-// OpenMP over the images of the batch. Conv2dConfig and the rules shared
+// NKPQ. The layer runs conv2d_ops.h in float32 — the direct kernels of
+// conv2d_thin.h or im2col + gemm, as conv2d_thin_applies picks — OpenMP
+// over the images. Conv2dConfig and the rules shared
 // with the GPU layer (validation, shapes, parameters) are in conv2d_spec.h.
 #pragma once
 

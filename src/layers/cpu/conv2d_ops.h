@@ -9,6 +9,10 @@
 //   * gemm: per image, im2col then one hpmc::gemm; OpenMP over the images of
 //     the batch, each thread with its own column buffer. A 1x1, stride-1,
 //     unpadded kernel skips im2col: the image already is its column matrix.
+//   * thin (conv2d_thin.h): direct, vectorised, no column matrix, for layers
+//     with few output channels, where the gemm has too few rows to pay for
+//     im2col. conv2d_forward / _backward_data / _backward_params at the end
+//     of this file choose between thin and gemm by shape; layers call those.
 // Both are templates so that the tests run the same code in double and
 // compare it with finite differences.
 //
@@ -27,6 +31,7 @@
 #include "core/blas.h"
 #include "core/threads.h"
 #include "layers/conv_shape.h"
+#include "layers/cpu/conv2d_thin.h"
 
 namespace hpmc::cpu {
 
@@ -248,6 +253,7 @@ struct Conv2dWorkspace {
   std::vector<std::vector<T>> col;     // one image's column matrix
   std::vector<std::vector<T>> dw, db;  // partial parameter gradients
   std::vector<char> used;              // which threads hold a partial
+  Conv2dThinWorkspace<T> thin;         // the thin path's own buffers
 
   // Room for `threads` threads; called outside parallel regions only, since
   // the outer vectors must not move while threads use their slots.
@@ -387,6 +393,38 @@ void conv2d_gemm_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
   }
   conv_detail::reduce_in_thread_order(ws.dw, ws.used, wcount, dw);
   if (db) conv_detail::reduce_in_thread_order(ws.db, ws.used, size_t(sh.K), db);
+}
+
+// ---- the choice of path -----------------------------------------------------------
+
+// Where conv2d_thin_applies (kernels larger than 1x1 with K ≤ 16 or outputs
+// at least 8 wide) the direct kernels of conv2d_thin.h run, elsewhere
+// im2col + gemm. Same contracts as above.
+template <typename T>
+void conv2d_forward(const Conv2dShape& sh, const T* x, const T* w, const T* b, T* y,
+                    Conv2dWorkspace<T>& ws) {
+  if (conv2d_thin_applies(sh))
+    conv2d_thin_forward(sh, x, w, b, y, ws.thin);
+  else
+    conv2d_gemm_forward(sh, x, w, b, y, ws);
+}
+
+template <typename T>
+void conv2d_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T* dx,
+                          Conv2dWorkspace<T>& ws) {
+  if (conv2d_thin_applies(sh))
+    conv2d_thin_backward_data(sh, dy, w, dx, ws.thin);
+  else
+    conv2d_gemm_backward_data(sh, dy, w, dx, ws);
+}
+
+template <typename T>
+void conv2d_backward_params(const Conv2dShape& sh, const T* x, const T* dy, T* dw, T* db,
+                            Conv2dWorkspace<T>& ws) {
+  if (conv2d_thin_applies(sh))
+    conv2d_thin_backward_params(sh, x, dy, dw, db, ws.thin);
+  else
+    conv2d_gemm_backward_params(sh, x, dy, dw, db, ws);
 }
 
 }  // namespace hpmc::cpu
