@@ -79,6 +79,16 @@ TEST(Bench, MnistMlpIs132MflopPerSample) {
   EXPECT_EQ(build_shipped("configs/fashion_mlp.yaml")->train_flops(1), per_sample);
 }
 
+TEST(Bench, MeasuredCpuPeakIsPlausible) {
+  const MeasuredPeak one = measure_cpu_fma_peak(1);
+  EXPECT_TRUE(one.width == 16 || one.width == 8 || one.width == 1) << one.width;
+  EXPECT_FALSE(one.isa.empty());
+  // Any CPU this runs on does well over 100 MFLOP/s of FMAs on one thread,
+  // and none does a teraflop.
+  EXPECT_GT(one.flops, 1e8);
+  EXPECT_LT(one.flops, 1e12);
+}
+
 TEST(Bench, CpuPeakEstimate) {
   const std::string intel =
       "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\ncpu MHz\t\t: 2199.998\n"
@@ -123,7 +133,7 @@ TEST(Bench, CliRunsAndPrintsTheTableAndSummary) {
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_EQ(r.err, "");
   for (const char* s : {"benchmark: device CPU", "impl cpu", "batch 64", "threads ", "data synthetic",
-                        "FP32 peak (an estimate)", "1.32 MFLOP per training sample", "run 2/2",
+                        "FP32 peak (measured: ", "1.32 MFLOP per training sample", "run 2/2",
                         "ms/step", "images/s", "epoch-equivalent s", "GFLOP/s", "of FP32 peak",
                         "per region", "fc1 fwd", "fc1 bwd", "fc3 bwd", "sgd", "step (sum)"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;

@@ -23,6 +23,17 @@ struct CpuPeak {
 };
 CpuPeak estimate_cpu_peak(const std::string& cpuinfo, int cores);
 
+// The measured FP32 rate of `threads` threads doing only independent FMAs on
+// the widest vectors the CPU supports (AVX-512, AVX2 or scalar), the best of
+// three runs of about 50 ms: the ceiling hpmc bench holds the CPU against.
+struct MeasuredPeak {
+  int threads = 1;
+  int width = 1;     // floats per vector
+  std::string isa;   // "AVX-512", "AVX2 FMA" or "scalar"
+  double flops = 0;  // FLOP/s
+};
+MeasuredPeak measure_cpu_fma_peak(int threads);
+
 // Median (the mean of the middle two for an even count), min and max.
 struct Spread {
   double median = 0, min = 0, max = 0;
