@@ -104,8 +104,10 @@ def pytorch_bench(args, model, threads):
     for l in out.splitlines():
         g = PT_LINE.search(l)
         if g:
-            rows.append({"who": "pytorch", "mode": g.group(2), "threads": threads,
-                         "name": PT_NAMES.get(g.group(2), g.group(2)),
+            name = PT_NAMES.get(g.group(2), g.group(2))
+            if args.device == "cpu" and g.group(2) == "fp32":
+                name = "PyTorch FP32"  # TF32 is a GPU matter
+            rows.append({"who": "pytorch", "mode": g.group(2), "threads": threads, "name": name,
                          "ms_per_step": float(g.group(4)), "images_per_s": float(g.group(5)),
                          "epoch_s": float(g.group(6)), "command": " ".join(cmd), "line": l})
     if not rows:
@@ -167,7 +169,7 @@ def main():
         print(f"\n### {model} ({args.device})\n")
         cols = list(refs)
         head = "| run | threads | ms/step | images/s | epoch (s) | " + " | ".join(
-            f"× {PT_NAMES.get(c, c)}" for c in cols) + " |"
+            f"× {refs[c]['name']}" for c in cols) + " |"
         print(head)
         print("|" + " --- |" * 2 + " ---: |" * (3 + len(cols)))
         for r in rows:

@@ -112,23 +112,44 @@ struct Smem {
 };
 
 // ---- cp.async: global → shared without a register, completed in groups -----------------
+// (sm_80 and later; older GPUs copy through a register at once, and the
+// commit/wait calls have nothing to wait for.)
 
 __device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned d = unsigned(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
                "r"(valid ? 4 : 0));  // a size of 0 reads nothing and writes zero
+#else
+  *static_cast<float*>(dst) = valid ? *static_cast<const float*>(src) : 0.0f;
+#endif
 }
 // Copies `bytes` (0..16) of src and zero-fills the rest of the 16 at dst.
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned d = unsigned(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+#else
+  for (int i = 0; i < 4; ++i)
+    static_cast<float*>(dst)[i] = 4 * i < bytes ? static_cast<const float*>(src)[i] : 0.0f;
+#endif
 }
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
 template <int N>
 __device__ __forceinline__ void cp_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
 }
-__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
+__device__ __forceinline__ void cp_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::);
+#endif
+}
 
 // ---- SGD, the formula of train_kernels.cu (each operation rounded on its own) ---------
 
