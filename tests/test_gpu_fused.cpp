@@ -183,6 +183,46 @@ TEST(GpuFused, Deterministic) {
   EXPECT_EQ(a.epochs.back().train_loss, b.epochs.back().train_loss);
 }
 
+// Stopping mid-epoch and going on with a new trainer (as a resumed run does:
+// the fused step starts without a prepared batch) gives the very bits of an
+// uninterrupted run.
+TEST(GpuFused, StopAndContinueIsExact) {
+  HPMC_REQUIRE_GPU();
+  Dataset data = testing::synthetic_classes(1000, 8);  // 16 steps an epoch, the last of 40
+  Dataset none;
+  none.images = Tensor::empty(Shape(0, 1, 1, 1), DType::kU8);
+  none.labels = Tensor::empty(Shape(0, 1, 1, 1), DType::kI32);
+  const std::string y = mlp_yaml({320, 160, 10}, 64, 0.9, 1e-4);
+  Trained whole = train(y, data);
+  ASSERT_EQ(whole.path.rfind("fused", 0), 0u) << whole.path;
+
+  Config cfg = parse_config(y, "t.yaml");
+  auto model = Model::build(cfg, Impl::kIm2col, data.sample_shape(), data.num_classes);
+  model->params().init(cfg.training.seed);
+  TrainState state;
+  {
+    Trainer first(*model, cfg.training);
+    first.set_progress(Trainer::Progress::kQuiet);
+    first.on_step([](TrainState& s) { return s.epoch == 1 && s.step == 5; });  // stop mid-epoch 2
+    std::ostringstream log;
+    first.fit(data, none, log, state);
+  }
+  ASSERT_EQ(state.epoch, 1);
+  ASSERT_EQ(state.step, 5);
+  Trainer second(*model, cfg.training);
+  second.set_progress(Trainer::Progress::kQuiet);
+  std::ostringstream log;
+  const auto rest = second.fit(data, none, log, state);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest.back().train_loss, whole.epochs.back().train_loss);
+  std::vector<float> a = host(model->params().params()), b = host(whole.model->params().params());
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  std::vector<float> va = host(model->params().momentum()),
+                     vb = host(whole.model->params().momentum());
+  EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)), 0);
+}
+
 TEST(GpuFused, LearnsTheSyntheticClasses) {
   HPMC_REQUIRE_GPU();
   Dataset data = testing::synthetic_classes(3200, 5);
