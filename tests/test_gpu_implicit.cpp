@@ -588,6 +588,42 @@ TEST(GpuImplicit, ConvNoBiasAndMisaligned) {
   check_conv({2, 3, 32, 32, 5, 3, 3, 1, 1}, 803, /*bias=*/false, /*misalign=*/1);
 }
 
+// Forward, backward_data and backward_params of `cc` twice on the same fresh
+// random inputs from `seed`: every output the same bits both times.
+void expect_deterministic(const ConvCase& cc, uint64_t seed, const char* what) {
+  const Conv2dShape s = cc.shape();
+  SCOPED_TRACE(describe(s));
+  Rng rng(seed);
+  const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
+  const std::vector<float> w = random_floats(s.weight_count(), rng);
+  const std::vector<float> b = random_floats(size_t(s.K), rng);
+  const std::vector<float> dy = random_floats(size_t(s.N) * s.out_sample(), rng);
+  const std::vector<float> dw0 = random_floats(s.weight_count(), rng);
+  auto dx_in = input(x), dw_in = input(w), db_in = input(b), ddy_in = input(dy);
+  std::vector<float> runs[2][4];
+  for (int run = 0; run < 2; ++run) {
+    DevArray y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
+    y.upload(std::vector<float>(dy.size(), kNaN), kGuard);
+    dx.upload(std::vector<float>(x.size(), kNaN), kGuard);
+    dw.upload(dw0, kGuard);
+    db.upload(b, kGuard);
+    imp::conv2d_forward(s, dx_in->ptr(), dw_in->ptr(), db_in->ptr(), y.ptr());
+    imp::conv2d_backward_data(s, ddy_in->ptr(), dw_in->ptr(), dx.ptr());
+    imp::conv2d_backward_params(s, dx_in->ptr(), ddy_in->ptr(), dw.ptr(), db.ptr());
+    finish(what);
+    runs[run][0] = y.payload();
+    runs[run][1] = dx.payload();
+    runs[run][2] = dw.payload();
+    runs[run][3] = db.payload();
+  }
+  const char* names[4] = {"forward", "backward_data", "dw", "db"};
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(runs[0][i].size(), runs[1][i].size());
+    EXPECT_EQ(0, std::memcmp(runs[0][i].data(), runs[1][i].data(), runs[0][i].size() * 4))
+        << names[i] << " differs between two runs";
+  }
+}
+
 // Two runs on the same inputs give the same bits (split-K included).
 TEST(GpuImplicit, Deterministic) {
   HPMC_REQUIRE_GPU();
@@ -597,37 +633,7 @@ TEST(GpuImplicit, Deterministic) {
                                        {2, 3, 32, 32, 256, 3, 3, 1, 1}};
   uint64_t seed = 900;
   for (const ConvCase& cc : cases) {
-    const Conv2dShape s = cc.shape();
-    SCOPED_TRACE(describe(s));
-    Rng rng(seed++);
-    const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
-    const std::vector<float> w = random_floats(s.weight_count(), rng);
-    const std::vector<float> b = random_floats(size_t(s.K), rng);
-    const std::vector<float> dy = random_floats(size_t(s.N) * s.out_sample(), rng);
-    const std::vector<float> dw0 = random_floats(s.weight_count(), rng);
-    auto dx_in = input(x), dw_in = input(w), db_in = input(b), ddy_in = input(dy);
-    std::vector<float> runs[2][4];
-    for (int run = 0; run < 2; ++run) {
-      DevArray y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
-      y.upload(std::vector<float>(dy.size(), kNaN), kGuard);
-      dx.upload(std::vector<float>(x.size(), kNaN), kGuard);
-      dw.upload(dw0, kGuard);
-      db.upload(b, kGuard);
-      imp::conv2d_forward(s, dx_in->ptr(), dw_in->ptr(), db_in->ptr(), y.ptr());
-      imp::conv2d_backward_data(s, ddy_in->ptr(), dw_in->ptr(), dx.ptr());
-      imp::conv2d_backward_params(s, dx_in->ptr(), ddy_in->ptr(), dw.ptr(), db.ptr());
-      finish("implicit conv2d (determinism)");
-      runs[run][0] = y.payload();
-      runs[run][1] = dx.payload();
-      runs[run][2] = dw.payload();
-      runs[run][3] = db.payload();
-    }
-    const char* names[4] = {"forward", "backward_data", "dw", "db"};
-    for (int i = 0; i < 4; ++i) {
-      ASSERT_EQ(runs[0][i].size(), runs[1][i].size());
-      EXPECT_EQ(0, std::memcmp(runs[0][i].data(), runs[1][i].data(), runs[0][i].size() * 4))
-          << names[i] << " differs between two runs";
-    }
+    expect_deterministic(cc, seed++, "implicit conv2d (determinism)");
   }
   // The GEMM, with the large tiles.
   Rng rng(seed);
@@ -989,37 +995,7 @@ TEST(GpuImplicitThin, Deterministic) {
                                                   {3, 5, 33, 36, 4, 3, 3, 1, 1},
                                                   {8, 64, 17, 15, 3, 3, 3, 2, 1},
                                                   {1, 300, 20, 20, 1, 5, 5, 1, 2}}) {
-    const Conv2dShape s = cc.shape();
-    SCOPED_TRACE(describe(s));
-    Rng rng(seed++);
-    const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
-    const std::vector<float> w = random_floats(s.weight_count(), rng);
-    const std::vector<float> b = random_floats(size_t(s.K), rng);
-    const std::vector<float> dy = random_floats(size_t(s.N) * s.out_sample(), rng);
-    const std::vector<float> dw0 = random_floats(s.weight_count(), rng);
-    auto dx_in = input(x), dw_in = input(w), db_in = input(b), ddy_in = input(dy);
-    std::vector<float> runs[2][4];
-    for (int run = 0; run < 2; ++run) {
-      DevArray y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
-      y.upload(std::vector<float>(dy.size(), kNaN), kGuard);
-      dx.upload(std::vector<float>(x.size(), kNaN), kGuard);
-      dw.upload(dw0, kGuard);
-      db.upload(b, kGuard);
-      imp::conv2d_forward(s, dx_in->ptr(), dw_in->ptr(), db_in->ptr(), y.ptr());
-      imp::conv2d_backward_data(s, ddy_in->ptr(), dw_in->ptr(), dx.ptr());
-      imp::conv2d_backward_params(s, dx_in->ptr(), ddy_in->ptr(), dw.ptr(), db.ptr());
-      finish("thin conv2d (determinism)");
-      runs[run][0] = y.payload();
-      runs[run][1] = dx.payload();
-      runs[run][2] = dw.payload();
-      runs[run][3] = db.payload();
-    }
-    const char* names[4] = {"forward", "backward_data", "dw", "db"};
-    for (int i = 0; i < 4; ++i) {
-      ASSERT_EQ(runs[0][i].size(), runs[1][i].size());
-      EXPECT_EQ(0, std::memcmp(runs[0][i].data(), runs[1][i].data(), runs[0][i].size() * 4))
-          << names[i] << " differs between two runs";
-    }
+    expect_deterministic(cc, seed++, "thin conv2d (determinism)");
   }
 }
 
