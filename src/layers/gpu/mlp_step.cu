@@ -38,6 +38,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "layers/gpu/mlp_step.h"
+#include "layers/gpu/sgd_formula.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -151,16 +152,10 @@ __device__ __forceinline__ void cp_wait_all() {
 #endif
 }
 
-// ---- SGD, the formula of train_kernels.cu (each operation rounded on its own) ---------
+// ---- SGD: the formula of the SGD kernel (sgd_formula.cuh) ------------------------------
 
 __device__ __forceinline__ void sgd_one(float& p, float g, float& v, const Net& net) {
-  const float gg = __fadd_rn(g, __fmul_rn(net.wd, p));
-  if (net.momentum) {
-    v = __fadd_rn(__fmul_rn(net.mu, v), gg);
-    p = __fsub_rn(p, __fmul_rn(net.lr, v));
-  } else {
-    p = __fsub_rn(p, __fmul_rn(net.lr, gg));
-  }
+  sgd_update(p, g, v, net.momentum != 0, net.lr, net.mu, net.wd);
 }
 
 // ---- products ------------------------------------------------------------------------
@@ -704,7 +699,8 @@ struct MlpStep::State {
     int n = 0, buf = 0;
     uint64_t version = 0;
   } ready;
-  Tensor times;  // HPMC_FUSED_TIMING: the phase stamps of the last step
+  bool timing = false;  // HPMC_FUSED_TIMING was set when the step was built
+  Tensor times;         // then: the phase stamps of the last step
 };
 
 MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
@@ -792,6 +788,7 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   // than 8, at a slightly dearer grid barrier.
   s_->blocks = sms * std::min(per_sm, 2);
   s_->max_batch = d.max_batch;
+  s_->timing = std::getenv("HPMC_FUSED_TIMING") != nullptr;
 }
 
 MlpStep::~MlpStep() = default;
@@ -821,7 +818,7 @@ void MlpStep::run(const uint8_t* images, const int32_t* labels, const int32_t* i
     net.next_n = next_n;
     r = State::Ready{true, images, next_idx, next_n, net.cur ^ 1, order_version};
   }
-  const bool timing = std::getenv("HPMC_FUSED_TIMING") != nullptr;
+  const bool timing = s_->timing;
   if (timing) {
     if (s_->times.numel() == 0)
       s_->times = Tensor::zeros(Shape(2 * kMlpStepMaxLayers + 8, 1, 1, 1), DType::kF64, Device::kGPU);

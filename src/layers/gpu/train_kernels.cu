@@ -8,6 +8,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "layers/gpu/factory.h"
+#include "layers/gpu/sgd_formula.cuh"
 
 namespace hpmc::gpu {
 
@@ -15,24 +16,12 @@ namespace {
 
 // ---- SGD ------------------------------------------------------------------------------
 
-// One element of torch.optim.SGD (model/sgd.h), each operation rounded on its
-// own (the _rn intrinsics are never contracted into an FMA), so the result is
-// the textbook formula, independent of compiler flags:
-//   g = grad + wd·p;  with momentum: v = μ·v + g, p = p − lr·v;  else p = p − lr·g.
-// The CPU loop is the same formula, but the host compiler may fuse a
-// multiply-add there; the two then differ in the last bit (tests compare the
-// GPU bit for bit with a host reference that rounds every step, and with the
-// CPU sgd_step to a tolerance).
+// One element: sgd_update of sgd_formula.cuh, with the momentum branch fixed
+// at compile time.
 template <bool kMomentum>
 __device__ __forceinline__ void sgd_one(float& p, float g, float& v, float lr, float mu,
                                         float wd) {
-  const float gg = __fadd_rn(g, __fmul_rn(wd, p));
-  if (kMomentum) {
-    v = __fadd_rn(__fmul_rn(mu, v), gg);
-    p = __fsub_rn(p, __fmul_rn(lr, v));
-  } else {
-    p = __fsub_rn(p, __fmul_rn(lr, gg));
-  }
+  sgd_update(p, g, v, kMomentum, lr, mu, wd);
 }
 
 // One grid-stride kernel over the whole buffer. With `vec`, elements
