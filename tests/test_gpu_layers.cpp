@@ -257,12 +257,45 @@ TEST(GpuLayers, MaxPoolNaNPropagatesLikeTheCpu) {
   }
 }
 
+// ReLU inputs at ±0 every 11th element (the edge of its derivative) and,
+// with nans, NaN every 23rd.
+void add_signed_zeros(Tensor& u, bool nans) {
+  for (size_t i = 0; i < u.numel(); i += 11) u.data<float>()[i] = (i % 2) ? 0.0f : -0.0f;
+  if (nans)
+    for (size_t i = 5; i < u.numel(); i += 23) u.data<float>()[i] = kNaN;
+}
+
+// The GPU layer with the ReLU before it folded into its backward, against the
+// CPU pair relu → cpu on input u: the same output and the same gradient with
+// respect to u, bit for bit.
+void expect_matches_relu_pair(Layer& cpu, LayerPtr gpu, const Tensor& u, Rng& rng,
+                              const std::string& what) {
+  const Shape& s = u.shape();
+  ReLUCPU relu("r");
+  relu.set_input_shape(s);
+  cpu.set_input_shape(s);
+  Tensor x = filled(s, 0.f), y = filled(cpu.output_shape(s), 0.f);
+  relu.forward(u, x);
+  cpu.forward(x, y);
+  const Tensor dy = testing::random_tensor(y.shape(), rng);
+  Tensor dp = filled(s, 0.f), du = filled(s, 0.f);
+  cpu.backward(x, y, dy, &dp);
+  relu.backward(u, x, dp, &du);
+  gpu->set_input_shape(s);
+  ASSERT_TRUE(gpu->fuse_relu_backward());
+  const Pass g = run_gpu(*gpu, x, dy);
+  expect_bit_equal(y, g.y, what + " forward");
+  expect_bit_equal(du, g.dx, what + " backward");
+}
+
 // A ReLU's backward fused into the max pool after it (Layer::fuse_relu_backward):
 // the pool's backward on x = relu(u) must give, bit for bit, the CPU pool's
 // backward followed by the CPU ReLU's (mask u > 0). Every backward kernel:
 // the 2×2 stride-2 vector path (W % 4 == 0), the cells path (stride ≥ kernel)
 // and the gather (overlapping windows); ties, exact zeros of both signs and
 // NaN among u.
+
+
 TEST(GpuLayers, MaxPoolWithFusedReLUBackwardMatchesTheCpuPair) {
   HPMC_REQUIRE_GPU();
   Rng rng(205);
@@ -275,29 +308,11 @@ TEST(GpuLayers, MaxPoolWithFusedReLUBackwardMatchesTheCpuPair) {
       if (s.h < cfg.kernel || s.w < cfg.kernel) continue;
       for (int kind = 0; kind < 3; ++kind) {  // random, integer ties, with NaN
         Tensor u = kind == 1 ? integer_tensor(s, rng) : testing::random_tensor(s, rng);
-        for (size_t i = 0; i < u.numel(); i += 11) u.data<float>()[i] = (i % 2) ? 0.0f : -0.0f;
-        if (kind == 2)
-          for (size_t i = 5; i < u.numel(); i += 23) u.data<float>()[i] = kNaN;
-        const std::string what = str("maxpool k", cfg.kernel, " s", cfg.stride, " ", s.str(),
-                                     " kind ", kind, " with fused relu");
-        ReLUCPU relu("r");
+        add_signed_zeros(u, kind == 2);
         MaxPool2dCPU pool("p", cfg);
-        relu.set_input_shape(s);
-        pool.set_input_shape(s);
-        Tensor x = filled(s, 0.f), y = filled(pool.output_shape(s), 0.f);
-        relu.forward(u, x);
-        pool.forward(x, y);
-        const Tensor dy = testing::random_tensor(y.shape(), rng);
-        Tensor dp = filled(s, 0.f), du = filled(s, 0.f);
-        pool.backward(x, y, dy, &dp);
-        relu.backward(u, x, dp, &du);
-
-        LayerPtr gpu = gpu::make_maxpool2d("p", cfg);
-        gpu->set_input_shape(s);
-        ASSERT_TRUE(gpu->fuse_relu_backward());
-        const Pass g = run_gpu(*gpu, x, dy);
-        expect_bit_equal(y, g.y, what + " forward");
-        expect_bit_equal(du, g.dx, what + " backward");
+        expect_matches_relu_pair(pool, gpu::make_maxpool2d("p", cfg), u, rng,
+                                 str("maxpool k", cfg.kernel, " s", cfg.stride, " ", s.str(),
+                                     " kind ", kind, " with fused relu"));
       }
     }
 }
@@ -413,29 +428,11 @@ TEST(GpuLayers, UpSampleWithFusedReLUBackwardMatchesTheCpuPair) {
     for (const Shape& s : shapes)
       for (bool with_nan : {false, true}) {
         Tensor u = testing::random_tensor(s, rng);
-        for (size_t i = 0; i < u.numel(); i += 11) u.data<float>()[i] = (i % 2) ? 0.0f : -0.0f;
-        if (with_nan)
-          for (size_t i = 5; i < u.numel(); i += 23) u.data<float>()[i] = kNaN;
-        const std::string what =
-            str("upsample x", scale, " ", s.str(), with_nan ? " NaN" : "", " with fused relu");
-        ReLUCPU relu("r");
+        add_signed_zeros(u, with_nan);
         UpSample2dCPU up("u", scale);
-        relu.set_input_shape(s);
-        up.set_input_shape(s);
-        Tensor x = filled(s, 0.f), y = filled(up.output_shape(s), 0.f);
-        relu.forward(u, x);
-        up.forward(x, y);
-        const Tensor dy = testing::random_tensor(y.shape(), rng);
-        Tensor dp = filled(s, 0.f), du = filled(s, 0.f);
-        up.backward(x, y, dy, &dp);
-        relu.backward(u, x, dp, &du);
-
-        LayerPtr gpu = gpu::make_upsample2d("u", scale);
-        gpu->set_input_shape(s);
-        ASSERT_TRUE(gpu->fuse_relu_backward());
-        const Pass g = run_gpu(*gpu, x, dy);
-        expect_bit_equal(y, g.y, what + " forward");
-        expect_bit_equal(du, g.dx, what + " backward");
+        expect_matches_relu_pair(up, gpu::make_upsample2d("u", scale), u, rng,
+                                 str("upsample x", scale, " ", s.str(), with_nan ? " NaN" : "",
+                                     " with fused relu"));
       }
 }
 
