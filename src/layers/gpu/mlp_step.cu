@@ -1,13 +1,16 @@
 // mlp_step.cu — the fused MLP training step (mlp_step.h describes the phases).
 //
-// Products. Every matrix product of the step is cut into 16×16 output tiles.
-// A block of 256 threads computes a tile as four k-groups of 64 threads: the
-// k range is walked in chunks of 64, group g sums the products of k-offsets
-// [16g, 16g+16) of every chunk into a 2×2 micro-tile per thread, and the four
-// partial sums are then added in group order. Where a phase has fewer tiles
-// than the grid has blocks (the first layer's 64×320 output is 80 tiles), a
-// tile's chunks are split over several blocks and the last one to finish adds
-// the splits in split order (product() has the details).
+// Products. Every matrix product of the step is cut into output tiles of
+// TM×16. A block of 256 threads computes a tile, each thread a 2×2
+// micro-tile, the k range walked in chunks of 64: with TM = 16 (the forward,
+// input-gradient and middle weight-gradient products) as four k-groups of 64
+// threads whose sums are then added in group order, with TM = 64 (the first
+// and last layers' weight gradients, SGD fused in) each thread over the whole
+// chunk, so that the 320×784 first-layer gradient is 245 tiles, about one
+// per block, instead of 980. Where a phase has fewer tiles than the grid has
+// blocks (the first layer's 64×320 output is 80 tiles), a tile's chunks are
+// split over several blocks and the last one to finish adds the splits in
+// split order (product() has the details).
 //
 // Latency. At this size a phase is a few microseconds and each trip to L2
 // costs a good part of one, so the loads are what matter. A block streams the
@@ -32,6 +35,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "core/cuda_check.h"
 #include "core/device.h"
@@ -48,24 +52,27 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kTile = 16;                  // output tile: kTile × kTile
-constexpr int kGroups = 4;                 // k-groups of a block
-constexpr int kGroupK = 16;                // k-offsets per group and chunk
-constexpr int kChunk = kGroups * kGroupK;  // 64
-constexpr int kStages = 4;                 // the cp.async ring
-constexpr int kMaxSplit = 8;               // k-splits of a tile across blocks
+// Output tiles: TM rows (A's) × kTN columns (B's), TM = 16 or 64 by product
+// (see product()); a block's threads form kThreads·TM / 1024 k-groups.
+constexpr int kTN = 16;
+constexpr int kTMShort = 16;  // forward, input-gradient and middle weight-gradient products
+constexpr int kTMTall = 64;   // the first and last layers' weight gradients (with SGD)
+constexpr int kTileElems = kTMTall * kTN;  // the largest tile
+constexpr int kChunk = 64;              // k per ring slot
+constexpr int kStages = 3;              // the cp.async ring
+constexpr int kMaxSplit = 8;            // k-splits of a tile across blocks
 // A chunk of an operand in shared memory, by its layout in global memory:
 //   k-fast (element (r, k) at r·ld + k): rows of k, s[r·kRowK + k]
-//   r-fast (element (r, k) at k·ld + r): rows of r, s[k·kRowR + r]
+//   r-fast (element (r, k) at k·ld + r): rows of r, s[k·(R + 4) + r] (R: the tile's rows)
 // so that a 16-byte copy moves 4 adjacent elements either way. The padding
 // keeps rows 16-byte aligned and spreads a warp's reads over the banks.
 constexpr int kRowK = kChunk + 4;
-constexpr int kRowR = kTile + 4;
-constexpr int kSlot = kChunk * kRowR > kTile * kRowK ? kChunk * kRowR : kTile * kRowK;
-static_assert(kTile * kChunk / 4 == kThreads, "one 16-byte copy per thread and operand");
-static_assert(kGroups * (kTile / 2) * (kTile / 2) == kThreads, "2×2 micro-tiles cover the tile");
-static_assert(kTile * kTile == kThreads, "a thread per element of a tile's epilogue data");
-static_assert(kGroupK % 4 == 0, "k is walked in steps of 4");
+constexpr int slot_floats(int rows) {
+  return kChunk * (rows + 4) > rows * kRowK ? kChunk * (rows + 4) : rows * kRowK;
+}
+constexpr int kSlotA = slot_floats(kTMTall), kSlotB = slot_floats(kTN);
+static_assert((kTMTall / 2) * (kTN / 2) == kThreads, "2×2 micro-tiles cover the largest tile");
+static_assert(kTN * kChunk / 4 == kThreads, "whole 16-byte copies per thread");
 
 // ---- what the kernel sees ------------------------------------------------------------
 
@@ -81,6 +88,7 @@ struct Net {
   float* act[kMlpStepMaxLayers] = {};   // act[l]: n × d[l+1], after ReLU (l < L−1)
   float* dpre[kMlpStepMaxLayers] = {};  // dpre[l]: n × d[l+1], d loss / d pre-activation
   float* x[2] = {};                     // batch buffers, max_batch × d[0]
+  int32_t* y[2] = {};                   // and their labels, max_batch
   int cur = 0;                          // x[cur] is this step's batch...
   int gather = 0;                       // ...once gathered, if this is set
   const uint8_t* images = nullptr;
@@ -94,6 +102,7 @@ struct Net {
   float* ws = nullptr;        // split sums: tiles × splits × 256
   int* tile_count = nullptr;  // splits done per tile; 0 between phases
   unsigned long long* times = nullptr;  // development aid, see stamp()
+  unsigned long long* trace = nullptr;  // development aid, see trace()
   float lr = 0, mu = 0, wd = 0, inv_n = 0;
   int momentum = 0;
 };
@@ -103,14 +112,42 @@ struct Net {
 struct Smem {
   double e[kMlpStepMaxClasses];  // head: exp(z − max) per class
   double part[kThreads];         // the loss reduction
-  float a[kStages][kSlot];       // the chunk ring
-  float b[kStages][kSlot];
-  float ep[kStages][2][kTile * kTile];  // SGD epilogue: the tile's parameters and momenta
-  float red[kGroups - 1][kThreads / kGroups][4];
-  float z[kMlpStepMaxClasses];  // head: logits, then dlogits
+  float a[kStages][kSlotA];      // the chunk ring
+  float b[kStages][kSlotB];
+  float ep[kStages][2][kTileElems];  // SGD epilogue: the tile's parameters and momenta
+  float red[3][kThreads / 4][4];     // the k-groups' sums (TM = 16)
+  float z[kMlpStepMaxClasses];       // head: logits, then dlogits
   int cnt[kThreads];
   int flag;
+  int trace_n;  // events this block has traced (thread 0's)
 };
+
+// Development aid (HPMC_FUSED_TRACE=file): thread 0 of every block records
+// (event, global time, SM clock) at the points below; the host writes one
+// step's records to the file.
+constexpr int kTraceCap = 128;
+enum TraceEvent {
+  kTrPhase = 1,     // a phase starts (after the grid barrier)
+  kTrFirstChunk,    // a product's first chunk has landed
+  kTrSummed,        // an item's sum is complete (k-groups reduced)
+  kTrPartial,       // a split's partial sum is written and fenced
+  kTrCounted,       // the tile counter answered
+  kTrFinished,      // the item's epilogue is done
+  kTrArrive,        // the block reaches the grid barrier
+  kTrEnd,           // the block is done
+};
+
+
+__device__ __forceinline__ void trace(const Net& net, Smem& sm, int event) {
+  if (net.trace && threadIdx.x == 0 && sm.trace_n < kTraceCap) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    unsigned long long* r = net.trace + 3 * ((long long)blockIdx.x * kTraceCap + sm.trace_n++);
+    r[0] = (unsigned long long)event;
+    r[1] = t;
+    r[2] = (unsigned long long)clock64();  // the SM's cycles: its clock rate, with r[1]
+  }
+}
 
 // ---- cp.async: global → shared without a register, completed in groups -----------------
 // (sm_80 and later; older GPUs copy through a register at once, and the
@@ -183,33 +220,36 @@ struct Epilogue {
   float* mom;  // null without momentum
 };
 
-// Copy rows [r0, r0 + 16) × k [k0, k0 + 64) of an operand into a slot laid
-// out as above, zeros outside rows × kdim. Thread t moves 4 adjacent
-// elements: with 16 bytes when ld is a multiple of 4 (vec), else one by one.
-template <bool KFAST>
+// Copy rows [r0, r0 + R) × k [k0, k0 + 64) of an operand into a slot laid
+// out as above, zeros outside rows × kdim. Each 16-byte piece moves 4
+// adjacent elements (k-fast: along k; r-fast: along rows): with one 16-byte
+// copy when ld is a multiple of 4 (vec), else one by one. R / 16 pieces a thread.
+template <bool KFAST, int R>
 __device__ __forceinline__ void copy_chunk(const Operand& o, bool vec, int rows, int r0, int kdim,
                                            int k0, float* s) {
-  const int t = int(threadIdx.x);
-  // KFAST: row t / 16, k 4·(t mod 16) .. +3; else k t / 4, rows 4·(t mod 4) .. +3.
-  const int r = KFAST ? t / (kChunk / 4) : 4 * (t % (kTile / 4));
-  const int k = KFAST ? 4 * (t % (kChunk / 4)) : t / (kTile / 4);
-  const int gr = r0 + r, gk = k0 + k;
-  float* dst = KFAST ? s + r * kRowK + k : s + k * kRowR + r;
-  // How many of the 4 adjacent elements exist (along k, or along rows).
-  int have = KFAST ? (gr < rows ? kdim - gk : 0) : (gk < kdim ? rows - gr : 0);
-  have = have < 0 ? 0 : (have > 4 ? 4 : have);
-  const float* src = o.f + (KFAST ? (long long)gr * o.ld + gk : (long long)gk * o.ld + gr);
-  if (vec) {
-    cp_async16(dst, have > 0 ? src : o.f, 4 * have);
-  } else {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) cp_async4(dst + i, i < have ? src + i : o.f, i < have);
+  for (int c = 0; c < R / 16; ++c) {
+    const int t = int(threadIdx.x) + c * kThreads;
+    const int r = KFAST ? t / (kChunk / 4) : 4 * (t % (R / 4));
+    const int k = KFAST ? 4 * (t % (kChunk / 4)) : t / (R / 4);
+    const int gr = r0 + r, gk = k0 + k;
+    float* dst = KFAST ? s + r * kRowK + k : s + k * (R + 4) + r;
+    // How many of the 4 adjacent elements exist (along k, or along rows).
+    int have = KFAST ? (gr < rows ? kdim - gk : 0) : (gk < kdim ? rows - gr : 0);
+    have = have < 0 ? 0 : (have > 4 ? 4 : have);
+    const float* src = o.f + (KFAST ? (long long)gr * o.ld + gk : (long long)gk * o.ld + gr);
+    if (vec) {
+      cp_async16(dst, have > 0 ? src : o.f, 4 * have);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) cp_async4(dst + i, i < have ? src + i : o.f, i < have);
+    }
   }
 }
 
 // Operand values at k-offsets k..k+3 of a chunk for local rows r and r + 1:
-// v[i][q] = element (r + i, k + q).
-template <bool KFAST>
+// v[i][q] = element (r + i, k + q), from a slot of a tile with R rows.
+template <bool KFAST, int R>
 __device__ __forceinline__ void fragment(const float* s, int r, int k, float (&v)[2][4]) {
   if (KFAST) {
 #pragma unroll
@@ -223,7 +263,7 @@ __device__ __forceinline__ void fragment(const float* s, int r, int k, float (&v
   } else {
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const float2 f = *reinterpret_cast<const float2*>(s + (k + q) * kRowR + r);
+      const float2 f = *reinterpret_cast<const float2*>(s + (k + q) * (R + 4) + r);
       v[0][q] = f.x;
       v[1][q] = f.y;
     }
@@ -238,7 +278,7 @@ template <EpiKind E>
 __device__ __forceinline__ void finish(const Epilogue& e, const Net& net, const float* ep,
                                        int m0, int j0, int m, int j, float v) {
   const long long at = (long long)m * e.ld + j;
-  const int t = (m - m0) * kTile + (j - j0);
+  const int t = (m - m0) * kTN + (j - j0);
   if constexpr (E == kEpiForward) {
     const float z = v + (ep ? ep[j - j0] : e.bias[j]);
     e.out[at] = z < 0.0f ? 0.0f : z;
@@ -249,7 +289,7 @@ __device__ __forceinline__ void finish(const Epilogue& e, const Net& net, const 
   } else {
     e.out[at] = v;
     float p = ep ? ep[t] : e.param[at];
-    float mom = !e.mom ? 0.0f : ep ? ep[kTile * kTile + t] : e.mom[at];
+    float mom = !e.mom ? 0.0f : ep ? ep[kTileElems + t] : e.mom[at];
     sgd_one(p, v, mom, net);
     e.param[at] = p;
     if (e.mom) e.mom[at] = mom;
@@ -257,59 +297,113 @@ __device__ __forceinline__ void finish(const Epilogue& e, const Net& net, const 
 }
 
 // The epilogue operands of the tile at (m0, j0) into one ring slot's ep.
-template <EpiKind E>
+template <EpiKind E, int TM>
 __device__ __forceinline__ void copy_epilogue(const Epilogue& e, int M, int N, int m0, int j0,
-                                              float (*ep)[kTile * kTile]) {
+                                              float (*ep)[kTileElems]) {
   const int tid = int(threadIdx.x);
-  const int m = m0 + tid / kTile, j = j0 + tid % kTile;
-  const bool valid = m < M && j < N;
-  const long long at = valid ? (long long)m * e.ld + j : 0;
   if constexpr (E == kEpiForward) {
-    if (tid < kTile) cp_async4(&ep[0][tid], e.bias + (j0 + tid < N ? j0 + tid : 0), j0 + tid < N);
-  } else if constexpr (E == kEpiMasked) {
-    cp_async4(&ep[0][tid], e.mask + at, valid);
-  } else if constexpr (E == kEpiGradSgd) {
-    cp_async4(&ep[0][tid], e.param + at, valid);
-    if (e.mom) cp_async4(&ep[1][tid], e.mom + at, valid);
+    if (tid < kTN) cp_async4(&ep[0][tid], e.bias + (j0 + tid < N ? j0 + tid : 0), j0 + tid < N);
+  } else if constexpr (E == kEpiMasked || E == kEpiGradSgd) {
+#pragma unroll
+    for (int c = 0; c < TM * kTN / kThreads; ++c) {
+      const int i = tid + c * kThreads;
+      const int m = m0 + i / kTN, j = j0 + i % kTN;
+      const bool valid = m < M && j < N;
+      const long long at = valid ? (long long)m * e.ld + j : 0;
+      if constexpr (E == kEpiMasked) {
+        cp_async4(&ep[0][i], e.mask + at, valid);
+      } else {
+        cp_async4(&ep[0][i], e.param + at, valid);
+        if (e.mom) cp_async4(&ep[1][i], e.mom + at, valid);
+      }
+    }
   }
+}
+
+// A block's work items u, u + G, u + 2G, ... of a product, walked without a
+// division per item (each costs a chain of dependent integer instructions,
+// and a phase is short enough for that to show): u = t·S + s with tile
+// t = tr·tn + tc, all advanced by G = dt·S + ds, dt = dtr·tn + dtc.
+struct ItemWalk {
+  int s, tr, tc;  // the current item: split s of the tile at tile row tr, column tc
+  int S, tn, ds, dtr, dtc;
+  __device__ __forceinline__ void init(int u, int G, int S_, int tn_) {
+    S = S_;
+    tn = tn_;
+    const int t = u / S, dt = G / S;
+    s = u - t * S;
+    tr = t / tn;
+    tc = t - tr * tn;
+    ds = G - dt * S;
+    dtr = dt / tn;
+    dtc = dt - dtr * tn;
+  }
+  __device__ __forceinline__ int tile() const { return tr * tn + tc; }
+  __device__ __forceinline__ void next() {
+    s += ds;
+    const int carry = s >= S ? 1 : 0;  // ds < S: at most one carry
+    s -= carry * S;
+    tc += dtc + carry;  // < 2·tn
+    tr += dtr;
+    if (tc >= tn) {
+      tc -= tn;
+      tr += 1;
+    }
+  }
+};
+
+// The number of k-splits of a product of `tiles` tiles and `chunks` chunks
+// over a grid of G blocks, and the chunks per split: enough splits for the
+// items to about fill the grid when the tiles alone would not, for forward
+// and masked products only (a phase has at most one of those, so they can
+// share one workspace).
+__device__ __forceinline__ void choose_splits(bool may_split, int tiles, int chunks, int G,
+                                              int& S, int& cps) {
+  S = 1;
+  cps = chunks;
+  if (!may_split) return;
+  S = G / tiles;
+  S = S > chunks ? chunks : S;
+  S = S < 1 ? 1 : (S > kMaxSplit ? kMaxSplit : S);
+  cps = (chunks + S - 1) / S;
+  S = (chunks + cps - 1) / cps;  // no empty split
 }
 
 // C[M×N] = Σ_k A(m, k)·B(j, k), then the epilogue, over this block's share.
 //
-// Work items: each 16×16 tile's k range is cut into S splits of equal chunk
-// counts (the last may be shorter), S chosen so that the items about fill the
-// grid when the tiles alone would not (forward and masked products only: a
-// phase has at most one of those, so they can share one workspace). The
-// items of a phase's products are numbered one after another from `first`;
-// block b takes items b, b + G, ... (G the grid size), and its (item, chunk)
-// pairs form one stream through the cp.async ring. A split's sum goes to the
-// workspace; the block that completes a tile's last split (a counter per
-// tile says which) adds the S sums in split order — the same order whoever
-// finishes last — and runs the epilogue. Returns the first item number after
-// this product's. Block-uniform.
-template <bool KFA, bool KFB, EpiKind E>
+// Tiles of TM×kTN outputs. A 64-row tile is a block's 256 threads with a 2×2
+// micro-tile each, summed over k in order; a 16-row tile is four k-groups of
+// 64 threads, group g summing k-offsets [16g, 16g + 16) of every chunk, the
+// four sums then added in group order. Work items: each tile's k range is cut
+// into S splits of equal chunk counts (the last may be shorter;
+// choose_splits). The items of a phase's products are numbered one after
+// another from `first`; block b takes items b, b + G, ... (G the grid size),
+// and its (item, chunk) pairs form one stream through the cp.async ring. A
+// split's sum goes to the workspace; the block that completes a tile's last
+// split (a counter per tile says which) adds the S sums in split order — the
+// same order whoever finishes last — and runs the epilogue. Returns the first
+// item number after this product's. Block-uniform.
+template <bool KFA, bool KFB, EpiKind E, int TM>
 __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, const Operand& B,
                        int M, int N, int K, const Epilogue& epi) {
-  const int tn = (N + kTile - 1) / kTile;
-  const int tiles = ((M + kTile - 1) / kTile) * tn;
+  constexpr int KG = TM == 16 ? 4 : 1;            // k-groups
+  constexpr int GK = kChunk / KG;                 // k-offsets per group and chunk
+  constexpr int kElems = TM * kTN;                // outputs of a tile
+  constexpr int kPer = kElems / kThreads;         // of a tile's fixup, per thread
+  static_assert(KG * (TM / 2) * (kTN / 2) == kThreads, "2×2 micro-tiles cover the tile");
+  const int tn = (N + kTN - 1) / kTN;
+  const int tiles = ((M + TM - 1) / TM) * tn;
   const int G = int(gridDim.x);
   const int chunks = K > kChunk ? (K + kChunk - 1) / kChunk : 1;
-  int S = 1, cps = chunks;  // splits, chunks per split
-  if (E == kEpiForward || E == kEpiMasked) {
-    S = G / tiles;
-    S = S > chunks ? chunks : S;
-    S = S < 1 ? 1 : (S > kMaxSplit ? kMaxSplit : S);
-    cps = (chunks + S - 1) / S;
-    S = (chunks + cps - 1) / cps;  // no empty split
-  }
+  int S, cps;  // splits, chunks per split
+  choose_splits(E == kEpiForward || E == kEpiMasked, tiles, chunks, G, S, cps);
   const int items = tiles * S;
   int u0 = (int(blockIdx.x) - first) % G;  // this block's first item of the product
   if (u0 < 0) u0 += G;
   const int mine = u0 < items ? (items - u0 + G - 1) / G : 0;
   if (mine == 0) return first + items;
-  auto item_len = [&](int i) {
-    const int s = (u0 + i * G) % S;
-    const int left = chunks - s * cps;
+  auto item_len = [&](const ItemWalk& w) {
+    const int left = chunks - w.s * cps;
     return left < cps ? left : cps;
   };
   // An item's last chunk owns its ring slot from its copy to the epilogue,
@@ -321,41 +415,45 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
   };
   const bool avec = vec(A), bvec = vec(B);
   const int tid = int(threadIdx.x);
-  const int g = tid / (kThreads / kGroups), lt = tid % (kThreads / kGroups);
-  const int ty = lt / (kTile / 2), tx = lt % (kTile / 2);
+  const int g = tid / (kThreads / KG), lt = tid % (kThreads / KG);
+  const int ty = lt / (kTN / 2), tx = lt % (kTN / 2);  // rows 2ty, 2ty+1; columns 2tx, 2tx+1
 
-  // The issue cursor: item ii, chunk ic within it; p counts ring positions.
-  int ii = 0, ic = 0, ilen = item_len(0);
-  auto issue = [&](int p) {
-    if (ii < mine) {
-      const int u = u0 + ii * G, t = u / S, c = (u % S) * cps + ic, slot = p % kStages;
-      const int m0 = (t / tn) * kTile, j0 = (t % tn) * kTile;
-      copy_chunk<KFA>(A, avec, M, m0, K, c * kChunk, sm.a[slot]);
-      copy_chunk<KFB>(B, bvec, N, j0, K, c * kChunk, sm.b[slot]);
-      if (ep_ring && ic == ilen - 1) copy_epilogue<E>(epi, M, N, m0, j0, sm.ep[slot]);
+  // The issue cursor: item ii (iw), chunk ic within it. Ring position q is
+  // issued at loop step q − (kStages − 1): one call site, so one copy of the code.
+  ItemWalk iw;
+  iw.init(u0, G, S, tn);
+  ItemWalk cw = iw;  // the compute cursor's item
+  int ii = 0, ic = 0, ilen = item_len(iw);
+  float acc[2][2] = {};
+  int ci = 0, cc = 0, clen = item_len(cw);  // the compute cursor
+  for (int p = 1 - kStages; ci < mine; ++p) {
+    if (p >= 0) {
+      cp_wait<kStages - 2>();  // this thread's copies of position p have landed
+      __syncthreads();         // everyone's have; and position p − 1's slot is free
+      if (p == 0) trace(net, sm, kTrFirstChunk);
+    }
+    if (ii < mine) {  // issue position p + kStages − 1
+      const int k0 = (iw.s * cps + ic) * kChunk, slot = (p + kStages - 1) % kStages;
+      const int m0 = iw.tr * TM, j0 = iw.tc * kTN;
+      copy_chunk<KFA, TM>(A, avec, M, m0, K, k0, sm.a[slot]);
+      copy_chunk<KFB, kTN>(B, bvec, N, j0, K, k0, sm.b[slot]);
+      if (ep_ring && ic == ilen - 1) copy_epilogue<E, TM>(epi, M, N, m0, j0, sm.ep[slot]);
       if (++ic == ilen && ++ii < mine) {
         ic = 0;
-        ilen = item_len(ii);
+        iw.next();
+        ilen = item_len(iw);
       }
     }
     cp_commit();  // an empty group past the end keeps the counting simple
-  };
-
-  for (int p = 0; p < kStages - 1; ++p) issue(p);
-  float acc[2][2] = {};
-  int ci = 0, cc = 0, clen = item_len(0);  // the compute cursor
-  for (int p = 0; ci < mine; ++p) {
-    cp_wait<kStages - 2>();  // this thread's copies of position p have landed
-    __syncthreads();         // everyone's have; and position p − 1's slot is free
-    issue(p + kStages - 1);
+    if (p < 0) continue;
     const int slot = p % kStages;
     if (cc == 0) acc[0][0] = acc[0][1] = acc[1][0] = acc[1][1] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < kGroupK; kk += 4) {
-      const int k = g * kGroupK + kk;
+#pragma unroll 4
+    for (int kk = 0; kk < GK; kk += 4) {
+      const int k = g * GK + kk;
       float a[2][4], b[2][4];
-      fragment<KFA>(sm.a[slot], 2 * ty, k, a);
-      fragment<KFB>(sm.b[slot], 2 * tx, k, b);
+      fragment<KFA, TM>(sm.a[slot], 2 * ty, k, a);
+      fragment<KFB, kTN>(sm.b[slot], 2 * tx, k, b);
 #pragma unroll
       for (int q = 0; q < 4; ++q)
 #pragma unroll
@@ -365,28 +463,32 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     }
     if (++cc < clen) continue;
     // The item is summed: reduce the groups in order, then finish or hand over.
-    const int u = u0 + ci * G, t = u / S, s = u % S;
-    const int m0 = (t / tn) * kTile, j0 = (t % tn) * kTile;
+    const int t = cw.tile(), s = cw.s;
+    const int m0 = cw.tr * TM, j0 = cw.tc * kTN;
     if (++ci < mine) {
       cc = 0;
-      clen = item_len(ci);
+      cw.next();
+      clen = item_len(cw);
     }
-    if (g > 0) {
-      sm.red[g - 1][lt][0] = acc[0][0];
-      sm.red[g - 1][lt][1] = acc[0][1];
-      sm.red[g - 1][lt][2] = acc[1][0];
-      sm.red[g - 1][lt][3] = acc[1][1];
-    }
-    __syncthreads();
-    if (g == 0) {
+    if constexpr (KG > 1) {
+      if (g > 0) {
+        sm.red[g - 1][lt][0] = acc[0][0];
+        sm.red[g - 1][lt][1] = acc[0][1];
+        sm.red[g - 1][lt][2] = acc[1][0];
+        sm.red[g - 1][lt][3] = acc[1][1];
+      }
+      __syncthreads();
+      if (g == 0) {
 #pragma unroll
-      for (int q = 0; q < kGroups - 1; ++q) {
-        acc[0][0] += sm.red[q][lt][0];
-        acc[0][1] += sm.red[q][lt][1];
-        acc[1][0] += sm.red[q][lt][2];
-        acc[1][1] += sm.red[q][lt][3];
+        for (int q = 0; q < KG - 1; ++q) {
+          acc[0][0] += sm.red[q][lt][0];
+          acc[0][1] += sm.red[q][lt][1];
+          acc[1][0] += sm.red[q][lt][2];
+          acc[1][1] += sm.red[q][lt][3];
+        }
       }
     }
+    trace(net, sm, kTrSummed);
     if (S == 1) {
       if (g == 0) {
         const float* ep = ep_ring ? &sm.ep[slot][0][0] : nullptr;
@@ -398,26 +500,41 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
             if (m < M && jj < N) finish<E>(epi, net, ep, m0, j0, m, jj, acc[i][j]);
           }
       }
+      trace(net, sm, kTrFinished);
       continue;
     }
-    float* part = net.ws + (long long)t * S * (kTile * kTile);
+    float* part = net.ws + (long long)t * S * kElems;
     if (g == 0)
 #pragma unroll
       for (int i = 0; i < 2; ++i)
 #pragma unroll
         for (int j = 0; j < 2; ++j)
-          part[s * (kTile * kTile) + (2 * ty + i) * kTile + 2 * tx + j] = acc[i][j];
+          part[s * kElems + (2 * ty + i) * kTN + 2 * tx + j] = acc[i][j];
     __threadfence();
     __syncthreads();
+    trace(net, sm, kTrPartial);
     if (tid == 0) sm.flag = atomicAdd(&net.tile_count[t], 1) == S - 1;
     __syncthreads();
+    trace(net, sm, kTrCounted);
     if (sm.flag) {  // block-uniform: this block completed the tile
       __threadfence();
-      const int m = m0 + tid / kTile, jj = j0 + tid % kTile;
-      float v = 0.0f;
-      for (int q = 0; q < S; ++q) v += __ldcg(part + q * (kTile * kTile) + tid);
-      if (m < M && jj < N) finish<E>(epi, net, nullptr, m0, j0, m, jj, v);
+      float pv[kPer][kMaxSplit];  // all loads in flight at once, then the sums in split order
+#pragma unroll
+      for (int c = 0; c < kPer; ++c)
+#pragma unroll
+        for (int q = 0; q < kMaxSplit; ++q)
+          pv[c][q] = q < S ? __ldcg(part + q * kElems + tid + c * kThreads) : 0.0f;
+#pragma unroll
+      for (int c = 0; c < kPer; ++c) {
+        const int i = tid + c * kThreads, m = m0 + i / kTN, jj = j0 + i % kTN;
+        float v = 0.0f;
+#pragma unroll
+        for (int q = 0; q < kMaxSplit; ++q)
+          if (q < S) v += pv[c][q];
+        if (m < M && jj < N) finish<E>(epi, net, nullptr, m0, j0, m, jj, v);
+      }
       if (tid == 0) net.tile_count[t] = 0;  // ready for the next phase
+      trace(net, sm, kTrFinished);
     }
   }
   cp_wait_all();
@@ -459,11 +576,14 @@ __device__ void bias_grads(const Net& net, int l, bool update, long long first,
   }
 }
 
-// Samples idx[0..count) of the dataset into x as floats (pixel / 255, as
-// gather_batch rounds it); `first` is this thread's index among `stride`.
-__device__ void gather(const Net& net, const int32_t* idx, int count, float* x, long long first,
+// Samples idx[0..count) of the dataset into x[buf] as floats (pixel / 255,
+// as gather_batch rounds it) and their labels into y[buf]; `first` is this
+// thread's index among `stride`.
+__device__ void gather(const Net& net, const int32_t* idx, int count, int buf, long long first,
                        long long stride) {
   const long long row = net.d[0];
+  float* x = net.x[buf];
+  for (long long i = first; i < count; i += stride) net.y[buf][i] = net.labels[idx[i]];
   for (long long i = first; i < count * row; i += stride) {
     const long long s = i / row, e = i - s * row;
     x[i] = __fdiv_rn(float(net.images[(long long)idx[s] * row + e]), 255.0f);
@@ -479,8 +599,9 @@ __device__ void gather(const Net& net, const int32_t* idx, int count, float* x, 
 // softmax rounded to float); dlogits into dpre[L−1]; and dpre[L−2][r] =
 // (dlogits·W[L−1]) ⊙ (act[L−2][r] > 0), a thread per element. Where they fit,
 // W[L−1] and the sample's activations are first copied into the (idle) chunk
-// ring together, and the label fetched meanwhile: one trip to L2 for all.
-constexpr int kHeadStage = int(sizeof(float[2][kStages][kSlot]) / sizeof(float));
+// ring together, and the label (gathered with the batch) read meanwhile: one
+// trip to L2 for all.
+constexpr int kHeadStage = kStages * (kSlotA + kSlotB);  // sm.a and sm.b, adjacent
 
 __device__ void head_row(const Net& net, Smem& sm, int r) {
   const int tid = int(threadIdx.x), lane = tid % 32, wp = tid / 32;
@@ -494,7 +615,7 @@ __device__ void head_row(const Net& net, Smem& sm, int r) {
     for (int i = tid; i < K; i += kThreads) cp_async4(stage + C * K + i, h + i, true);
     cp_commit();
   }
-  if (tid == 0) sm.flag = net.labels[net.idx[r]];  // while the copies fly
+  if (tid == 0) sm.flag = net.y[net.cur][r];  // while the copies fly
   if (staged) {
     cp_wait_all();
     W = stage;
@@ -564,21 +685,27 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   const long long gthread = (long long)blockIdx.x * kThreads + threadIdx.x;
   const long long gthreads = (long long)gridDim.x * kThreads;
   const float* x = net.x[net.cur];
+  if (threadIdx.x == 0) sm.trace_n = 0;
+  auto barrier = [&](cg::grid_group& g) {
+    trace(net, sm, kTrArrive);
+    g.sync();
+    trace(net, sm, kTrPhase);
+  };
   int ts = 0;
   stamp(net, ts);
   if (net.gather) {  // grid-uniform
-    gather(net, net.idx, n, net.x[net.cur], gthread, gthreads);
-    grid.sync();
+    gather(net, net.idx, n, net.cur, gthread, gthreads);
+    barrier(grid);
   }
   stamp(net, ts);
 
   // Forward through the hidden layers.
   for (int l = 0; l < L - 1; ++l) {
-    product<true, true, kEpiForward>(
+    product<true, true, kEpiForward, kTMShort>(
         net, sm, 0, Operand{l == 0 ? x : net.act[l - 1], net.d[l]}, Operand{net.w[l], net.d[l]},
         n, net.d[l + 1], net.d[l],
         Epilogue{net.act[l], net.d[l + 1], net.b[l], nullptr, nullptr, nullptr});
-    grid.sync();
+    barrier(grid);
     stamp(net, ts);
   }
 
@@ -587,10 +714,10 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   for (int r = int(blockIdx.x); r < n; r += int(gridDim.x)) head_row(net, sm, r);
   const bool spare = int(gridDim.x) > n;  // grid-uniform
   if (spare && net.next_idx && int(blockIdx.x) >= n)
-    gather(net, net.next_idx, net.next_n, net.x[net.cur ^ 1],
+    gather(net, net.next_idx, net.next_n, net.cur ^ 1,
            (long long)(int(blockIdx.x) - n) * kThreads + threadIdx.x,
            (long long)(int(gridDim.x) - n) * kThreads);
-  grid.sync();
+  barrier(grid);
   stamp(net, ts);
 
   // Element-wise jobs run on the last blocks (which get the fewest tiles),
@@ -614,21 +741,21 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
     const int out = net.d[l + 1], in = net.d[l];
     if (job(G - tail, G, jf, js)) bias_grads(net, l, false, jf, js);
     // dpre[l−1] = (dpre[l]·W[l]) ⊙ (act[l−1] > 0): A(m, k) = dpre[l][m][k], B(i, k) = W[l][k][i]
-    const int first = product<true, false, kEpiMasked>(
+    const int first = product<true, false, kEpiMasked, kTMShort>(
         net, sm, 0, Operand{net.dpre[l], out}, Operand{net.w[l], in}, n, in, out,
         Epilogue{net.dpre[l - 1], in, nullptr, net.act[l - 1], nullptr, nullptr});
     // gW[l] = dpre[l]ᵀ·act[l−1]: A(j, r) = dpre[l][r][j], B(i, r) = act[l−1][r][i]
-    product<false, false, kEpiGrad>(net, sm, first, Operand{net.dpre[l], out},
+    product<false, false, kEpiGrad, kTMShort>(net, sm, first, Operand{net.dpre[l], out},
                                     Operand{net.act[l - 1], in}, out, in, n,
                                     Epilogue{net.gw[l], in, nullptr, nullptr, nullptr, nullptr});
-    grid.sync();
+    barrier(grid);
     stamp(net, ts);
   }
 
   // The last phase: the next batch, the first and last layers' gradients with
   // the update fused in, the middle layers' updates, and the batch's loss.
   if (!spare && net.next_idx)
-    gather(net, net.next_idx, net.next_n, net.x[net.cur ^ 1], gthread, gthreads);
+    gather(net, net.next_idx, net.next_n, net.cur ^ 1, gthread, gthreads);
   if (job(G - tail, G - tail + q, jf, js)) bias_grads(net, 0, true, jf, js);
   if (job(G - tail + q, G - tail + 2 * q, jf, js)) bias_grads(net, L - 1, true, jf, js);
   for (int l = 1; l < L - 1 && job(G - tail + 2 * q, G - 1, jf, js); ++l) {
@@ -671,16 +798,17 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   stamp(net, ts);
   const int d0 = net.d[0], d1 = net.d[1], dl = net.d[L], dl1 = net.d[L - 1];
   // gW[0] = dpre[0]ᵀ·X: A(j, r) = dpre[0][r][j], B(i, r) = x[r][i]
-  const int first = product<false, false, kEpiGradSgd>(
+  const int first = product<false, false, kEpiGradSgd, kTMTall>(
       net, sm, 0, Operand{net.dpre[0], d1}, Operand{x, d0}, d1, d0, n,
       Epilogue{net.gw[0], d0, nullptr, nullptr, net.w[0], net.vw[0]});
   // gW[L−1] = dpre[L−1]ᵀ·act[L−2]
-  product<false, false, kEpiGradSgd>(
+  product<false, false, kEpiGradSgd, kTMTall>(
       net, sm, first, Operand{net.dpre[L - 1], dl}, Operand{net.act[L - 2], dl1}, dl, dl1, n,
       Epilogue{net.gw[L - 1], dl1, nullptr, nullptr, net.w[L - 1], net.vw[L - 1]});
   stamp(net, ts);
+  trace(net, sm, kTrEnd);
   if (net.times) {
-    grid.sync();
+    barrier(grid);
     stamp(net, ts);
   }
 }
@@ -690,17 +818,20 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
 struct MlpStep::State {
   Net net;
   int blocks = 0, max_batch = 0;
-  Tensor acts, dpres, loss, correct, x, ws, tile_count;
+  Tensor acts, dpres, loss, correct, x, y, ws, tile_count;
   // Which samples the previous run gathered for its successor, into x[buf].
   struct Ready {
     bool valid = false;
     const uint8_t* images = nullptr;
+    const int32_t* labels = nullptr;
     const int32_t* idx = nullptr;
     int n = 0, buf = 0;
     uint64_t version = 0;
   } ready;
   bool timing = false;  // HPMC_FUSED_TIMING was set when the step was built
   Tensor times;         // then: the phase stamps of the last step
+  std::string trace_path;  // HPMC_FUSED_TRACE: where the 30th step's trace goes
+  long long runs = 0;
 };
 
 MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
@@ -750,12 +881,13 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   s_->dpres = floats(dpre_elems);
   const size_t xs = round4(size_t(d.max_batch) * size_t(d.dims[0]));
   s_->x = floats(2 * xs);
+  s_->y = Tensor::empty(Shape(2 * d.max_batch, 1, 1, 1), DType::kI32, Device::kGPU);
   // The split workspace: the largest forward or input-gradient product's tiles.
   size_t most_tiles = 1;
   for (int l = 1; l < L; ++l)
-    most_tiles = std::max(most_tiles, size_t((d.max_batch + kTile - 1) / kTile) *
-                                          size_t((d.dims[l] + kTile - 1) / kTile));
-  s_->ws = floats(most_tiles * kMaxSplit * kTile * kTile);
+    most_tiles = std::max(most_tiles, size_t((d.max_batch + kTMShort - 1) / kTMShort) *
+                                          size_t((d.dims[l] + kTN - 1) / kTN));
+  s_->ws = floats(most_tiles * kMaxSplit * kTMShort * kTN);
   s_->tile_count = Tensor::zeros(Shape(int(most_tiles), 1, 1, 1), DType::kI32, Device::kGPU);
   s_->loss = Tensor::empty(Shape(d.max_batch, 1, 1, 1), DType::kF64, Device::kGPU);
   s_->correct = Tensor::empty(Shape(d.max_batch, 1, 1, 1), DType::kI32, Device::kGPU);
@@ -771,6 +903,8 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   }
   net.x[0] = s_->x.data<float>();
   net.x[1] = net.x[0] + xs;
+  net.y[0] = s_->y.data<int32_t>();
+  net.y[1] = net.y[0] + d.max_batch;
   net.loss = s_->loss.data<double>();
   net.correct = s_->correct.data<int32_t>();
   net.ws = s_->ws.data<float>();
@@ -789,6 +923,7 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   s_->blocks = sms * std::min(per_sm, 2);
   s_->max_batch = d.max_batch;
   s_->timing = std::getenv("HPMC_FUSED_TIMING") != nullptr;
+  if (const char* t = std::getenv("HPMC_FUSED_TRACE")) s_->trace_path = t;
 }
 
 MlpStep::~MlpStep() = default;
@@ -808,7 +943,7 @@ void MlpStep::run(const uint8_t* images, const int32_t* labels, const int32_t* i
   net.idx = idx;
   net.acc = acc;
   State::Ready& r = s_->ready;
-  const bool ready = r.valid && r.images == images && r.idx == idx && r.n == n &&
+  const bool ready = r.valid && r.images == images && r.labels == labels && r.idx == idx && r.n == n &&
                      r.version == order_version;
   net.cur = ready ? r.buf : 0;
   net.gather = ready ? 0 : 1;
@@ -816,7 +951,7 @@ void MlpStep::run(const uint8_t* images, const int32_t* labels, const int32_t* i
   if (r.valid) {
     net.next_idx = next_idx;
     net.next_n = next_n;
-    r = State::Ready{true, images, next_idx, next_n, net.cur ^ 1, order_version};
+    r = State::Ready{true, images, labels, next_idx, next_n, net.cur ^ 1, order_version};
   }
   const bool timing = s_->timing;
   if (timing) {
@@ -824,11 +959,29 @@ void MlpStep::run(const uint8_t* images, const int32_t* labels, const int32_t* i
       s_->times = Tensor::zeros(Shape(2 * kMlpStepMaxLayers + 8, 1, 1, 1), DType::kF64, Device::kGPU);
     net.times = reinterpret_cast<unsigned long long*>(s_->times.data<double>());
   }
+  Tensor trace;
+  const bool tracing = !s_->trace_path.empty() && ++s_->runs == 30;
+  if (tracing) {  // development aid: every block's events of this step, to a file
+    trace = Tensor::zeros(Shape(s_->blocks * kTraceCap * 3, 1, 1, 1), DType::kF64, Device::kGPU);
+    net.trace = reinterpret_cast<unsigned long long*>(trace.data<double>());
+  }
   void* args[] = {&net};
   HPMC_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(mlp_step_kernel),
                                               dim3(unsigned(s_->blocks)), dim3(kThreads), args,
                                               sizeof(Smem), nullptr));
   HPMC_CUDA_LAUNCH_CHECK("fused MLP step kernel");
+  if (tracing) {
+    Tensor h = trace.to_device(Device::kCPU);
+    const auto* r = reinterpret_cast<const unsigned long long*>(h.data<double>());
+    if (FILE* f = std::fopen(s_->trace_path.c_str(), "w")) {
+      for (int b = 0; b < s_->blocks; ++b)
+        for (int i = 0; i < kTraceCap; ++i) {
+          const unsigned long long* e = r + 3 * ((long long)b * kTraceCap + i);
+          if (e[0]) std::fprintf(f, "%d %llu %llu %llu\n", b, e[0], e[1], e[2]);
+        }
+      std::fclose(f);
+    }
+  }
   if (timing) {  // development aid: microseconds of each phase, to stderr
     Tensor h = s_->times.to_device(Device::kCPU);
     const auto* t = reinterpret_cast<const unsigned long long*>(h.data<double>());
@@ -849,6 +1002,14 @@ bool mlp_step_supported(std::string* why) {
   HPMC_CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
   if (!coop) {
     if (why) *why = "the device cannot launch cooperative kernels";
+    return false;
+  }
+  int smem = 0;
+  HPMC_CUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  if (size_t(smem) < sizeof(Smem)) {
+    if (why)
+      *why = "the device has " + std::to_string(smem / 1024) + " KB of shared memory per block, " +
+             "the fused step needs " + std::to_string((sizeof(Smem) + 1023) / 1024) + " KB";
     return false;
   }
   return true;
