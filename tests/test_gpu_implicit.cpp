@@ -551,11 +551,10 @@ TEST(GpuImplicit, ConvLargeTiles) {
               700);
 }
 
-// Shapes for which the heuristic picks the wide tiles on an H100
-// (ImplicitPlan.WideTileChoices pins them): 128×256 for the forward of
-// 32→256 at 121×121 (M = 14641: 115 blocks, the last partial), 256×128 with
-// two slices for the forward of 64→128 at 120×120 (57 blocks, the last
-// partial). Each is also run twice for identical bits.
+// Shapes for which the heuristic picks the wide engine (its 128×128 tile, WL)
+// on an H100 (ImplicitPlan.WideTileChoices pins them): the forward of 32→256
+// at 121×121 (M = 14641: 115 blocks, the last partial) and, with two slices,
+// the forward of 64→128 at 120×120. Each is also run twice for identical bits.
 TEST(GpuImplicit, ConvWideTiles) {
   HPMC_REQUIRE_GPU();
   check_convs({{1, 32, 121, 121, 256, 3, 3, 1, 1}, {1, 64, 120, 120, 128, 3, 3, 1, 1}}, 750);
@@ -1162,9 +1161,9 @@ TEST(ImplicitPlan, CifarBatch64) {
   };
   const Want layers[] = {
       {3, 32, 256, Tile::kL, Tile::kThinN, Tile::kThinN, 1, 1, 64, false, false},  // conv1
-      {256, 16, 128, Tile::kWM, Tile::kWN, Tile::kWN, 2, 1, 14, true, true},        // conv2
+      {256, 16, 128, Tile::kWL, Tile::kWL, Tile::kL, 2, 1, 14, true, true},         // conv2
       {128, 8, 128, Tile::kL, Tile::kL, Tile::kL, 4, 4, 29, true, true},            // conv3
-      {128, 16, 256, Tile::kWN, Tile::kWM, Tile::kWM, 1, 2, 14, true, true},        // conv4
+      {128, 16, 256, Tile::kWL, Tile::kWL, Tile::kL, 1, 2, 14, true, true},         // conv4
   };
   for (const Want& l : layers) {
     SCOPED_TRACE(str("C=", l.C, " HW=", l.HW, " K=", l.K));
@@ -1186,29 +1185,30 @@ TEST(ImplicitPlan, CifarBatch64) {
   }
 }
 
-// The wide tiles' rule (choose_conv_tile): long reductions only, little
-// padding, full waves, and for the weight gradient a BN dividing C.
+// The wide engine's rule (choose_conv_tile): WL for forward and backward-data
+// products with long reductions, little padding and full waves of WN or WM
+// blocks; the weight gradient never (choose_tile's pick).
 TEST(ImplicitPlan, WideTileChoices) {
   using namespace gpu::implicit_detail;
   const int sms = 132;
-  EXPECT_EQ(choose_conv_tile(16384, 256, 1, 144, sms, 0), Tile::kWN);   // 128 blocks
+  EXPECT_EQ(choose_conv_tile(16384, 256, 1, 144, sms, 0), Tile::kWL);   // 128 WN blocks
   EXPECT_EQ(choose_conv_tile(16384, 256, 1, 31, sms, 0), Tile::kL);     // short reduction
-  EXPECT_EQ(choose_conv_tile(16384, 128, 2, 144, sms, 0), Tile::kWM);   // 64 × 2 blocks
+  EXPECT_EQ(choose_conv_tile(16384, 128, 2, 144, sms, 0), Tile::kWL);   // 64 × 2 WM blocks
   EXPECT_EQ(choose_conv_tile(16384, 128, 1, 288, sms, 0), Tile::kL);    // 64 blocks: half a wave
   EXPECT_EQ(choose_conv_tile(20000, 256, 1, 144, sms, 0), Tile::kM);    // 157 WN, 158 WM blocks
   EXPECT_EQ(choose_conv_tile(16384, 200, 1, 144, sms, 0), Tile::kL);    // WN, WM pad 28%
-  EXPECT_EQ(choose_conv_tile(128, 2304, 14, 146, sms, 256), Tile::kWN);  // 126 blocks
-  EXPECT_EQ(choose_conv_tile(128, 2304, 14, 146, sms, 128), Tile::kL);   // BN 256 ∤ C
-  EXPECT_EQ(choose_conv_tile(256, 1152, 14, 146, sms, 128), Tile::kWM);  // WN: 140 blocks
+  EXPECT_EQ(choose_conv_tile(128, 2304, 14, 146, sms, 256), Tile::kL);   // weight gradients
+  EXPECT_EQ(choose_conv_tile(128, 2304, 14, 146, sms, 128), Tile::kL);
+  EXPECT_EQ(choose_conv_tile(256, 1152, 14, 146, sms, 128), Tile::kL);
   EXPECT_EQ(choose_conv_tile(256, 27, 64, 128, sms, 3), Tile::kThinN);  // conv1's weights
   // GpuImplicit.ConvWideTiles' forwards.
   int splits = 0, tps = 0;
   choose_out_splits(121 * 121, 256, int(tiles(32 * 9, 8)), splits, tps);
   EXPECT_EQ(splits, 1);
-  EXPECT_EQ(choose_conv_tile(121 * 121, 256, splits, tps, sms, 0), Tile::kWN);
+  EXPECT_EQ(choose_conv_tile(121 * 121, 256, splits, tps, sms, 0), Tile::kWL);
   choose_out_splits(120 * 120, 128, int(tiles(64 * 9, 8)), splits, tps);
   EXPECT_EQ(splits, 2);
-  EXPECT_EQ(choose_conv_tile(120 * 120, 128, splits, tps, sms, 0), Tile::kWM);
+  EXPECT_EQ(choose_conv_tile(120 * 120, 128, splits, tps, sms, 0), Tile::kWL);
   EXPECT_EQ(tile_bm(Tile::kWM), 256);
   EXPECT_EQ(tile_bn(Tile::kWN), 256);
   EXPECT_TRUE(tap_major_weight_grad(256, Tile::kWN));

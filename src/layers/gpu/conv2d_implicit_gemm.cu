@@ -51,17 +51,18 @@
 //   ThinM   16×128×8, 4×4, 128 threads, 4 blocks/SM   GEMM_M ≤ 32 (weight grad of K = 3)
 // wide engine (implicit_gemm_wide.cuh: warp-tiled, 64×64 warp tiles, register
 // fragments double-buffered; 8×16 per thread with lanes along m, else 16×8):
-//   WN     128×256×8, 8 warps, 1 block/SM   big outputs with GEMM_N ≥ 256
-//   WM     256×128×8, 8 warps, 1 block/SM   big outputs with GEMM_N = 128
+//   WN     128×256×8, 8 warps, 1 block/SM   (benchmark variant)
+//   WM     256×128×8, 8 warps, 1 block/SM   (benchmark variant)
 //   WQ     128×128×8, 4 warps, 2 blocks/SM  (benchmark variant)
 //   WL     128×128×8, 8 warps of 64×32 (8×8 per thread), 2 blocks/SM: L's tile on
-//          the wide engine (benchmark variant: separates the engine from the tile)
-// Heuristic, per call (choose_conv_tile, implicit_plan.h): WN, then WM, for
-// reductions of ≥ 32 k-tiles per slice whose blocks fill ≥ 85% of their waves at
-// one block per SM with ≤ 1/8 padding (weight gradient: BN dividing C); else
-// choose_tile: the thin tiles for GEMM_N or GEMM_M ≤ 16, then ≤ 32; else whichever
-// of L, M, S leaves the busiest SM the least work at their measured rates. The
-// plain GEMM uses choose_tile only.
+//          the wide engine; large forward and backward-data products
+// Heuristic, per call (choose_conv_tile, implicit_plan.h): WL for the forward and
+// backward-data passes with reductions of ≥ 32 k-tiles per slice for which WN or
+// WM would fill ≥ 85% of their waves at one block per SM with ≤ 1/8 padding
+// (the rule WN and WM were chosen by, until WL measured faster on every such
+// CIFAR pass); else choose_tile: the thin tiles for GEMM_N or GEMM_M ≤ 16, then
+// ≤ 32; else whichever of L, M, S leaves the busiest SM the least work at their
+// measured rates. The weight gradient and the plain GEMM use choose_tile only.
 // The tile choice changes no bit of any result (the note in implicit_gemm_core.cuh).
 //
 // ---- split-K ------------------------------------------------------------------------

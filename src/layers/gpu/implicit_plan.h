@@ -78,31 +78,33 @@ inline Tile choose_tile(long long M, long long N, int slices, int num_sms) {
   return best;
 }
 
-// The wide tiles for a convolution pass (GEMM_M × GEMM_N, `slices` split-K
-// slices of `tps` k-tiles): the first of WN (128×256) and WM (256×128) that
-//   * has a long reduction: tps ≥ kWideMinTiles (the pipeline's start and the
-//     epilogue are paid once per block, and a wide block runs alone on its SM);
-//   * wastes at most 1/8 of its work on padding;
-//   * fills its waves: blocks × slices over ⌈that / num_sms⌉·num_sms ≥ 0.85
-//     (one block per SM: a second wave at a fraction of the SMs costs a whole
-//     block's time);
-//   * for the weight gradient (col_group = C), has BN dividing C, so that the
-//     tap-major columns apply (every block's columns in one tap);
-// else choose_tile's. col_group = 0: no such condition. Like choose_tile, the
-// choice changes no bit of any result.
+// The tile for a convolution pass (GEMM_M × GEMM_N, `slices` split-K slices
+// of `tps` k-tiles). A large product — one for which WN (128×256) or WM
+// (256×128) would qualify:
+//   * a long reduction: tps ≥ kWideMinTiles (the pipeline's start and the
+//     epilogue are paid once per block);
+//   * at most 1/8 of the work wasted on padding;
+//   * full waves: blocks × slices over ⌈that / num_sms⌉·num_sms ≥ 0.85;
+// runs WL (128×128 on the wide engine, 8×8 outputs a thread) for forward and
+// backward-data (col_group = 0). The weight gradient (col_group = C) always
+// takes choose_tile's pick (L at these sizes). WN and WM remain benchmark variants: on the H100 at batch 64
+// (hpmc_conv_bench, 2026-11-21) WL beat them on all four large forward and
+// backward-data passes (conv2 fwd 0.243 against WM's 0.254 ms, dgrad 0.227
+// against WN's 0.248; conv4 fwd 0.229 against 0.249, dgrad 0.237 against
+// 0.249) and L beat them on both large weight gradients (0.283 against 0.296
+// and 0.282 against 0.298). Anything else: choose_tile's. Like choose_tile,
+// the choice changes no bit of any result.
 constexpr int kWideMinTiles = 32;
 
 inline Tile choose_conv_tile(long long M, long long N, int slices, int tps, int num_sms,
                              long long col_group) {
-  if (tps >= kWideMinTiles && M > 32 && N > 32) {
+  if (col_group == 0 && tps >= kWideMinTiles && M > 32 && N > 32) {
     for (Tile t : {Tile::kWN, Tile::kWM}) {
       const int bm = tile_bm(t), bn = tile_bn(t);
       const long long padded = tiles(M, bm) * bm * tiles(N, bn) * bn;
       const long long blocks = tiles(M, bm) * tiles(N, bn) * slices;
       const long long waves = (blocks + num_sms - 1) / num_sms;
-      if (padded * 8 <= M * N * 9 && blocks * 20 >= waves * num_sms * 17 &&
-          (col_group == 0 || col_group % bn == 0))
-        return t;
+      if (padded * 8 <= M * N * 9 && blocks * 20 >= waves * num_sms * 17) return Tile::kWL;
     }
   }
   return choose_tile(M, N, slices, num_sms);
