@@ -357,7 +357,7 @@ struct ItemWalk {
 // items to about fill the grid when the tiles alone would not, for forward
 // and masked products only (a phase has at most one of those, so they can
 // share one workspace).
-__device__ __forceinline__ void choose_splits(bool may_split, int tiles, int chunks, int G,
+__device__ __forceinline__ void item_splits(bool may_split, int tiles, int chunks, int G,
                                               int& S, int& cps) {
   S = 1;
   cps = chunks;
@@ -376,7 +376,7 @@ __device__ __forceinline__ void choose_splits(bool may_split, int tiles, int chu
 // 64 threads, group g summing k-offsets [16g, 16g + 16) of every chunk, the
 // four sums then added in group order. Work items: each tile's k range is cut
 // into S splits of equal chunk counts (the last may be shorter;
-// choose_splits). The items of a phase's products are numbered one after
+// item_splits). The items of a phase's products are numbered one after
 // another from `first`; block b takes items b, b + G, ... (G the grid size),
 // and its (item, chunk) pairs form one stream through the cp.async ring. A
 // split's sum goes to the workspace; the block that completes a tile's last
@@ -396,7 +396,7 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
   const int G = int(gridDim.x);
   const int chunks = K > kChunk ? (K + kChunk - 1) / kChunk : 1;
   int S, cps;  // splits, chunks per split
-  choose_splits(E == kEpiForward || E == kEpiMasked, tiles, chunks, G, S, cps);
+  item_splits(E == kEpiForward || E == kEpiMasked, tiles, chunks, G, S, cps);
   const int items = tiles * S;
   int u0 = (int(blockIdx.x) - first) % G;  // this block's first item of the product
   if (u0 < 0) u0 += G;
