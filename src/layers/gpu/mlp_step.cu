@@ -1,16 +1,17 @@
 // mlp_step.cu — the fused MLP training step (mlp_step.h describes the phases).
 //
 // Products. Every matrix product of the step is cut into output tiles of
-// TM×16. A block of 256 threads computes a tile, each thread a 2×2
-// micro-tile, the k range walked in chunks of 64: with TM = 16 (the forward,
-// input-gradient and middle weight-gradient products) as four k-groups of 64
-// threads whose sums are then added in group order, with TM = 64 (the first
-// and last layers' weight gradients, SGD fused in) each thread over the whole
-// chunk, so that the 320×784 first-layer gradient is 245 tiles, about one
-// per block, instead of 980. Where a phase has fewer tiles than the grid has
-// blocks (the first layer's 64×320 output is 80 tiles), a tile's chunks are
-// split over several blocks and the last one to finish adds the splits in
-// split order (product() has the details).
+// TM×16, TM = 16 (the forward, input-gradient and middle weight-gradient
+// products) or 64 (the first and last layers' weight gradients, SGD fused in:
+// the 320×784 first-layer gradient is then 245 tiles, about one per block,
+// instead of 980). A block of 256 threads computes a tile: each thread a 4×4
+// micro-tile (16 FMAs per 8 floats read from shared memory; 2×2 micro-tiles
+// left the multiply bound by shared-memory wavefronts), the threads in
+// k-groups (16 for TM = 16, 4 for TM = 64) that split each chunk of 64
+// k-offsets and whose sums are then added in group order. Where a phase has
+// fewer tiles than the grid has blocks (the first layer's 64×320 output is
+// 80 tiles), a tile's chunks are split over several blocks and the last one
+// to finish adds the splits in split order (product() has the details).
 //
 // Latency. At this size a phase is a few microseconds and each trip to L2
 // costs a good part of one, so the loads are what matter. A block streams the
@@ -29,7 +30,6 @@
 // deterministic. HPMC_FUSED_TIMING=1 in the environment prints the phases'
 // microseconds (block 0's clock) to stderr after every step; it synchronizes
 // each step, so it is for study, not for timing runs.
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -43,8 +43,6 @@
 #include "core/tensor.h"
 #include "layers/gpu/mlp_step.h"
 #include "layers/gpu/sgd_formula.cuh"
-
-namespace cg = cooperative_groups;
 
 namespace hpmc::gpu {
 
@@ -71,7 +69,6 @@ constexpr int slot_floats(int rows) {
   return kChunk * (rows + 4) > rows * kRowK ? kChunk * (rows + 4) : rows * kRowK;
 }
 constexpr int kSlotA = slot_floats(kTMTall), kSlotB = slot_floats(kTN);
-static_assert((kTMTall / 2) * (kTN / 2) == kThreads, "2×2 micro-tiles cover the largest tile");
 static_assert(kTN * kChunk / 4 == kThreads, "whole 16-byte copies per thread");
 
 // ---- what the kernel sees ------------------------------------------------------------
@@ -101,6 +98,7 @@ struct Net {
   double* acc = nullptr;
   float* ws = nullptr;        // split sums: tiles × splits × 256
   int* tile_count = nullptr;  // splits done per tile; 0 between phases
+  unsigned long long* arrived = nullptr;  // the grid barrier's count (grid_barrier)
   unsigned long long* times = nullptr;  // development aid, see stamp()
   unsigned long long* trace = nullptr;  // development aid, see trace()
   float lr = 0, mu = 0, wd = 0, inv_n = 0;
@@ -115,7 +113,7 @@ struct Smem {
   float a[kStages][kSlotA];      // the chunk ring
   float b[kStages][kSlotB];
   float ep[kStages][2][kTileElems];  // SGD epilogue: the tile's parameters and momenta
-  float red[3][kThreads / 4][4];     // the k-groups' sums (TM = 16)
+  float red[kThreads * 16];          // the k-groups' sums: group g's tile at g·TM·kTN
   float z[kMlpStepMaxClasses];       // head: logits, then dlogits
   int cnt[kThreads];
   int flag;
@@ -189,6 +187,43 @@ __device__ __forceinline__ void cp_wait_all() {
 #endif
 }
 
+// ---- synchronisation between blocks ------------------------------------------------------
+// Release and acquire at GPU scope, one thread for the block: the block's
+// barrier orders its threads' writes before thread 0's release, and the
+// acquire before every thread's later reads (the pattern of CUTLASS's
+// split-K semaphore), so no thread needs a separate fence.
+
+__device__ __forceinline__ int atomic_add_acq_rel(int* p, int v) {
+  int old;
+  asm volatile("atom.add.acq_rel.gpu.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+__device__ __forceinline__ unsigned long long atomic_add_release(unsigned long long* p,
+                                                                 unsigned long long v) {
+  unsigned long long old;
+  asm volatile("atom.add.release.gpu.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+  return old;
+}
+__device__ __forceinline__ unsigned long long load_acquire(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Every block of the (co-resident) grid waits here for all the others. The
+// count only grows, across launches too: the G arrivals of one barrier take
+// it from a multiple of G to the next (64 bits: it never wraps).
+__device__ __forceinline__ void grid_barrier(unsigned long long* arrived) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned long long G = gridDim.x;
+    const unsigned long long target = (atomic_add_release(arrived, 1) / G + 1) * G;
+    while (load_acquire(arrived) < target) {
+    }
+  }
+  __syncthreads();
+}
+
 // ---- SGD: the formula of the SGD kernel (sgd_formula.cuh) ------------------------------
 
 __device__ __forceinline__ void sgd_one(float& p, float g, float& v, const Net& net) {
@@ -224,6 +259,16 @@ struct Epilogue {
 // out as above, zeros outside rows × kdim. Each 16-byte piece moves 4
 // adjacent elements (k-fast: along k; r-fast: along rows): with one 16-byte
 // copy when ld is a multiple of 4 (vec), else one by one. R / 16 pieces a thread.
+// The first `have` (0..4) of src's floats into dst, zeros after them, one
+// by one: for operands whose rows are not 16-byte aligned. Out of line, so
+// that the usual (aligned) path's code stays short: the step runs most of
+// its code once, and its instruction-cache misses show (docs/fused-step.md).
+__device__ __noinline__ void copy_unaligned4(float* dst, const float* src, const float* base,
+                                             int have) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) cp_async4(dst + i, i < have ? src + i : base, i < have);
+}
+
 template <bool KFAST, int R>
 __device__ __forceinline__ void copy_chunk(const Operand& o, bool vec, int rows, int r0, int kdim,
                                            int k0, float* s) {
@@ -238,23 +283,21 @@ __device__ __forceinline__ void copy_chunk(const Operand& o, bool vec, int rows,
     int have = KFAST ? (gr < rows ? kdim - gk : 0) : (gk < kdim ? rows - gr : 0);
     have = have < 0 ? 0 : (have > 4 ? 4 : have);
     const float* src = o.f + (KFAST ? (long long)gr * o.ld + gk : (long long)gk * o.ld + gr);
-    if (vec) {
-      cp_async16(dst, have > 0 ? src : o.f, 4 * have);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) cp_async4(dst + i, i < have ? src + i : o.f, i < have);
-    }
+    if (vec) cp_async16(dst, have > 0 ? src : o.f, 4 * have);
+    else copy_unaligned4(dst, src, o.f, have);
   }
 }
 
-// Operand values at k-offsets k..k+3 of a chunk for local rows r and r + 1:
-// v[i][q] = element (r + i, k + q), from a slot of a tile with R rows.
+// Operand values at k-offsets k..k+3 of a chunk for four local rows of a
+// thread: v[i][q] = element (row i, k + q). A k-fast slot's rows are r + 4i
+// (a quarter-warp's threads then read rows in different banks), an r-fast
+// slot's r + i (one 16-byte load per k); `r` is the thread's first row.
 template <bool KFAST, int R>
-__device__ __forceinline__ void fragment(const float* s, int r, int k, float (&v)[2][4]) {
+__device__ __forceinline__ void fragment(const float* s, int r, int k, float (&v)[4][4]) {
   if (KFAST) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const float4 f = *reinterpret_cast<const float4*>(s + (r + i) * kRowK + k);
+    for (int i = 0; i < 4; ++i) {
+      const float4 f = *reinterpret_cast<const float4*>(s + (r + 4 * i) * kRowK + k);
       v[i][0] = f.x;
       v[i][1] = f.y;
       v[i][2] = f.z;
@@ -263,11 +306,23 @@ __device__ __forceinline__ void fragment(const float* s, int r, int k, float (&v
   } else {
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const float2 f = *reinterpret_cast<const float2*>(s + (k + q) * (R + 4) + r);
+      const float4 f = *reinterpret_cast<const float4*>(s + (k + q) * (R + 4) + r);
       v[0][q] = f.x;
       v[1][q] = f.y;
+      v[2][q] = f.z;
+      v[3][q] = f.w;
     }
   }
+}
+// The local row of a thread's i-th micro-tile row (see fragment): t is the
+// thread's index along that side of the tile.
+template <bool KFAST>
+__device__ __forceinline__ int frag_row(int t, int i) {
+  return KFAST ? t + 4 * i : 4 * t + i;
+}
+template <bool KFAST>
+__device__ __forceinline__ int frag_first(int t) {
+  return KFAST ? t : 4 * t;
 }
 
 // What is done with a finished output (m, j) of the tile at (m0, j0). ep, if
@@ -296,25 +351,30 @@ __device__ __forceinline__ void finish(const Epilogue& e, const Net& net, const 
   }
 }
 
-// The epilogue operands of the tile at (m0, j0) into one ring slot's ep.
+// The epilogue operands of the tile at (m0, j0) into one ring slot's ep:
+// 4 adjacent elements of a tile row a piece, 16 bytes at once when `vec`
+// (the rows are 16-byte aligned), else one by one.
 template <EpiKind E, int TM>
-__device__ __forceinline__ void copy_epilogue(const Epilogue& e, int M, int N, int m0, int j0,
-                                              float (*ep)[kTileElems]) {
+__device__ __forceinline__ void copy_epilogue(const Epilogue& e, bool vec, int M, int N, int m0,
+                                              int j0, float (*ep)[kTileElems]) {
   const int tid = int(threadIdx.x);
   if constexpr (E == kEpiForward) {
     if (tid < kTN) cp_async4(&ep[0][tid], e.bias + (j0 + tid < N ? j0 + tid : 0), j0 + tid < N);
   } else if constexpr (E == kEpiMasked || E == kEpiGradSgd) {
 #pragma unroll
-    for (int c = 0; c < TM * kTN / kThreads; ++c) {
-      const int i = tid + c * kThreads;
+    for (int c = 0; c < TM * kTN / 4 / kThreads + (TM * kTN / 4 % kThreads ? 1 : 0); ++c) {
+      const int i = 4 * (tid + c * kThreads);  // the piece's first element
+      if (i >= TM * kTN) break;
       const int m = m0 + i / kTN, j = j0 + i % kTN;
-      const bool valid = m < M && j < N;
-      const long long at = valid ? (long long)m * e.ld + j : 0;
-      if constexpr (E == kEpiMasked) {
-        cp_async4(&ep[0][i], e.mask + at, valid);
-      } else {
-        cp_async4(&ep[0][i], e.param + at, valid);
-        if (e.mom) cp_async4(&ep[1][i], e.mom + at, valid);
+      int have = m < M ? N - j : 0;
+      have = have < 0 ? 0 : (have > 4 ? 4 : have);
+      const long long at = have > 0 ? (long long)m * e.ld + j : 0;
+      const float* src = E == kEpiMasked ? e.mask : e.param;
+      if (vec) cp_async16(&ep[0][i], src + at, 4 * have);
+      else copy_unaligned4(&ep[0][i], src + at, src, have);
+      if (E == kEpiGradSgd && e.mom) {
+        if (vec) cp_async16(&ep[1][i], e.mom + at, 4 * have);
+        else copy_unaligned4(&ep[1][i], e.mom + at, e.mom, have);
       }
     }
   }
@@ -371,10 +431,10 @@ __device__ __forceinline__ void item_splits(bool may_split, int tiles, int chunk
 
 // C[M×N] = Σ_k A(m, k)·B(j, k), then the epilogue, over this block's share.
 //
-// Tiles of TM×kTN outputs. A 64-row tile is a block's 256 threads with a 2×2
-// micro-tile each, summed over k in order; a 16-row tile is four k-groups of
-// 64 threads, group g summing k-offsets [16g, 16g + 16) of every chunk, the
-// four sums then added in group order. Work items: each tile's k range is cut
+// Tiles of TM×kTN outputs, 4×4 of them a thread: the block's threads form KG
+// k-groups of TM threads, group g summing k-offsets [g·GK, (g + 1)·GK) of
+// every chunk in order; the groups' sums are then added in group order, each
+// thread finishing outputs tid, tid + 256, ... of the tile. Work items: each tile's k range is cut
 // into S splits of equal chunk counts (the last may be shorter;
 // item_splits). The items of a phase's products are numbered one after
 // another from `first`; block b takes items b, b + G, ... (G the grid size),
@@ -386,11 +446,13 @@ __device__ __forceinline__ void item_splits(bool may_split, int tiles, int chunk
 template <bool KFA, bool KFB, EpiKind E, int TM>
 __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, const Operand& B,
                        int M, int N, int K, const Epilogue& epi) {
-  constexpr int KG = TM == 16 ? 4 : 1;            // k-groups
+  constexpr int RT = TM / 4, CT = kTN / 4;        // threads along a tile's rows, columns
+  constexpr int KG = kThreads / (RT * CT);        // k-groups: 16 (TM = 16) or 4 (TM = 64)
   constexpr int GK = kChunk / KG;                 // k-offsets per group and chunk
   constexpr int kElems = TM * kTN;                // outputs of a tile
-  constexpr int kPer = kElems / kThreads;         // of a tile's fixup, per thread
-  static_assert(KG * (TM / 2) * (kTN / 2) == kThreads, "2×2 micro-tiles cover the tile");
+  constexpr int kPer = kElems / kThreads;         // outputs a thread finishes
+  static_assert(KG * RT * CT == kThreads && GK % 4 == 0, "4×4 micro-tiles cover the tile");
+  static_assert(KG * kElems <= kThreads * 16, "the groups' sums fit Smem::red");
   const int tn = (N + kTN - 1) / kTN;
   const int tiles = ((M + TM - 1) / TM) * tn;
   const int G = int(gridDim.x);
@@ -414,9 +476,13 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     return o.ld % 4 == 0 && (reinterpret_cast<uintptr_t>(o.f) & 15) == 0;
   };
   const bool avec = vec(A), bvec = vec(B);
+  // The epilogue's operands (mask, or parameters and momenta) share out's layout.
+  const bool evec = epi.ld % 4 == 0 &&
+                    ((reinterpret_cast<uintptr_t>(E == kEpiMasked ? epi.mask : epi.param) |
+                      reinterpret_cast<uintptr_t>(epi.mom)) & 15) == 0;
   const int tid = int(threadIdx.x);
-  const int g = tid / (kThreads / KG), lt = tid % (kThreads / KG);
-  const int ty = lt / (kTN / 2), tx = lt % (kTN / 2);  // rows 2ty, 2ty+1; columns 2tx, 2tx+1
+  const int g = tid / (RT * CT), lt = tid % (RT * CT);
+  const int ty = lt / CT, tx = lt % CT;  // rows frag_row<KFA>(ty, i), columns frag_row<KFB>(tx, j)
 
   // The issue cursor: item ii (iw), chunk ic within it. Ring position q is
   // issued at loop step q − (kStages − 1): one call site, so one copy of the code.
@@ -424,7 +490,7 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
   iw.init(u0, G, S, tn);
   ItemWalk cw = iw;  // the compute cursor's item
   int ii = 0, ic = 0, ilen = item_len(iw);
-  float acc[2][2] = {};
+  float acc[4][4] = {};
   int ci = 0, cc = 0, clen = item_len(cw);  // the compute cursor
   for (int p = 1 - kStages; ci < mine; ++p) {
     if (p >= 0) {
@@ -437,7 +503,7 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
       const int m0 = iw.tr * TM, j0 = iw.tc * kTN;
       copy_chunk<KFA, TM>(A, avec, M, m0, K, k0, sm.a[slot]);
       copy_chunk<KFB, kTN>(B, bvec, N, j0, K, k0, sm.b[slot]);
-      if (ep_ring && ic == ilen - 1) copy_epilogue<E, TM>(epi, M, N, m0, j0, sm.ep[slot]);
+      if (ep_ring && ic == ilen - 1) copy_epilogue<E, TM>(epi, evec, M, N, m0, j0, sm.ep[slot]);
       if (++ic == ilen && ++ii < mine) {
         ic = 0;
         iw.next();
@@ -447,19 +513,23 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     cp_commit();  // an empty group past the end keeps the counting simple
     if (p < 0) continue;
     const int slot = p % kStages;
-    if (cc == 0) acc[0][0] = acc[0][1] = acc[1][0] = acc[1][1] = 0.0f;
-#pragma unroll 4
+    if (cc == 0)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+#pragma unroll
     for (int kk = 0; kk < GK; kk += 4) {
       const int k = g * GK + kk;
-      float a[2][4], b[2][4];
-      fragment<KFA, TM>(sm.a[slot], 2 * ty, k, a);
-      fragment<KFB, kTN>(sm.b[slot], 2 * tx, k, b);
+      float a[4][4], b[4][4];
+      fragment<KFA, TM>(sm.a[slot], frag_first<KFA>(ty), k, a);
+      fragment<KFB, kTN>(sm.b[slot], frag_first<KFB>(tx), k, b);
 #pragma unroll
       for (int q = 0; q < 4; ++q)
 #pragma unroll
-        for (int i = 0; i < 2; ++i)
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
-          for (int j = 0; j < 2; ++j) acc[i][j] = fmaf(a[i][q], b[j][q], acc[i][j]);
+          for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i][q], b[j][q], acc[i][j]);
     }
     if (++cc < clen) continue;
     // The item is summed: reduce the groups in order, then finish or hand over.
@@ -470,54 +540,43 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
       cw.next();
       clen = item_len(cw);
     }
-    if constexpr (KG > 1) {
-      if (g > 0) {
-        sm.red[g - 1][lt][0] = acc[0][0];
-        sm.red[g - 1][lt][1] = acc[0][1];
-        sm.red[g - 1][lt][2] = acc[1][0];
-        sm.red[g - 1][lt][3] = acc[1][1];
-      }
-      __syncthreads();
-      if (g == 0) {
+    // The groups' sums into shared memory, then each thread adds its outputs'
+    // (elements tid, tid + 256, ...) over the groups in group order.
+    float* red = sm.red + g * kElems;
 #pragma unroll
-        for (int q = 0; q < KG - 1; ++q) {
-          acc[0][0] += sm.red[q][lt][0];
-          acc[0][1] += sm.red[q][lt][1];
-          acc[1][0] += sm.red[q][lt][2];
-          acc[1][1] += sm.red[q][lt][3];
-        }
-      }
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        red[frag_row<KFA>(ty, i) * kTN + frag_row<KFB>(tx, j)] = acc[i][j];
+    __syncthreads();
+    float v[kPer];
+#pragma unroll
+    for (int c = 0; c < kPer; ++c) {
+      v[c] = sm.red[tid + c * kThreads];
+#pragma unroll
+      for (int q = 1; q < KG; ++q) v[c] += sm.red[q * kElems + tid + c * kThreads];
     }
+    __syncthreads();  // red is free for the next item
     trace(net, sm, kTrSummed);
     if (S == 1) {
-      if (g == 0) {
-        const float* ep = ep_ring ? &sm.ep[slot][0][0] : nullptr;
+      const float* ep = ep_ring ? &sm.ep[slot][0][0] : nullptr;
 #pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const int m = m0 + 2 * ty + i, jj = j0 + 2 * tx + j;
-            if (m < M && jj < N) finish<E>(epi, net, ep, m0, j0, m, jj, acc[i][j]);
-          }
+      for (int c = 0; c < kPer; ++c) {
+        const int e = tid + c * kThreads, m = m0 + e / kTN, jj = j0 + e % kTN;
+        if (m < M && jj < N) finish<E>(epi, net, ep, m0, j0, m, jj, v[c]);
       }
       trace(net, sm, kTrFinished);
       continue;
     }
     float* part = net.ws + (long long)t * S * kElems;
-    if (g == 0)
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-          part[s * kElems + (2 * ty + i) * kTN + 2 * tx + j] = acc[i][j];
-    __threadfence();
+    for (int c = 0; c < kPer; ++c) part[s * kElems + tid + c * kThreads] = v[c];
     __syncthreads();
     trace(net, sm, kTrPartial);
-    if (tid == 0) sm.flag = atomicAdd(&net.tile_count[t], 1) == S - 1;
+    if (tid == 0) sm.flag = atomic_add_acq_rel(&net.tile_count[t], 1) == S - 1;
     __syncthreads();
     trace(net, sm, kTrCounted);
     if (sm.flag) {  // block-uniform: this block completed the tile
-      __threadfence();
       float pv[kPer][kMaxSplit];  // all loads in flight at once, then the sums in split order
 #pragma unroll
       for (int c = 0; c < kPer; ++c)
@@ -678,7 +737,6 @@ __device__ __forceinline__ void stamp(const Net& net, int& i) {
 // ---- the step ------------------------------------------------------------------------
 
 __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
-  cg::grid_group grid = cg::this_grid();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
   const int L = net.L, n = net.n;
@@ -686,16 +744,16 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   const long long gthreads = (long long)gridDim.x * kThreads;
   const float* x = net.x[net.cur];
   if (threadIdx.x == 0) sm.trace_n = 0;
-  auto barrier = [&](cg::grid_group& g) {
+  auto barrier = [&]() {
     trace(net, sm, kTrArrive);
-    g.sync();
+    grid_barrier(net.arrived);
     trace(net, sm, kTrPhase);
   };
   int ts = 0;
   stamp(net, ts);
   if (net.gather) {  // grid-uniform
     gather(net, net.idx, n, net.cur, gthread, gthreads);
-    barrier(grid);
+    barrier();
   }
   stamp(net, ts);
 
@@ -705,7 +763,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
         net, sm, 0, Operand{l == 0 ? x : net.act[l - 1], net.d[l]}, Operand{net.w[l], net.d[l]},
         n, net.d[l + 1], net.d[l],
         Epilogue{net.act[l], net.d[l + 1], net.b[l], nullptr, nullptr, nullptr});
-    barrier(grid);
+    barrier();
     stamp(net, ts);
   }
 
@@ -717,7 +775,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
     gather(net, net.next_idx, net.next_n, net.cur ^ 1,
            (long long)(int(blockIdx.x) - n) * kThreads + threadIdx.x,
            (long long)(int(gridDim.x) - n) * kThreads);
-  barrier(grid);
+  barrier();
   stamp(net, ts);
 
   // Element-wise jobs run on the last blocks (which get the fewest tiles),
@@ -748,7 +806,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
     product<false, false, kEpiGrad, kTMShort>(net, sm, first, Operand{net.dpre[l], out},
                                     Operand{net.act[l - 1], in}, out, in, n,
                                     Epilogue{net.gw[l], in, nullptr, nullptr, nullptr, nullptr});
-    barrier(grid);
+    barrier();
     stamp(net, ts);
   }
 
@@ -808,7 +866,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   stamp(net, ts);
   trace(net, sm, kTrEnd);
   if (net.times) {
-    barrier(grid);
+    barrier();
     stamp(net, ts);
   }
 }
@@ -818,7 +876,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
 struct MlpStep::State {
   Net net;
   int blocks = 0, max_batch = 0;
-  Tensor acts, dpres, loss, correct, x, y, ws, tile_count;
+  Tensor acts, dpres, loss, correct, x, y, ws, tile_count, arrived;
   // Which samples the previous run gathered for its successor, into x[buf].
   struct Ready {
     bool valid = false;
@@ -909,6 +967,8 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   net.correct = s_->correct.data<int32_t>();
   net.ws = s_->ws.data<float>();
   net.tile_count = s_->tile_count.data<int32_t>();
+  s_->arrived = Tensor::zeros(Shape(1, 1, 1, 1), DType::kF64, Device::kGPU);  // a u64 count
+  net.arrived = reinterpret_cast<unsigned long long*>(s_->arrived.data<double>());
 
   int dev = 0, sms = 0, per_sm = 0;
   HPMC_CUDA_CHECK(cudaGetDevice(&dev));
