@@ -103,6 +103,7 @@ struct Net {
   unsigned long long* trace = nullptr;  // development aid, see trace()
   float lr = 0, mu = 0, wd = 0, inv_n = 0;
   int momentum = 0;
+  int head_splits = 1;  // k-splits of the last hidden layer's forward (head_row adds them)
 };
 
 // ---- shared memory (dynamic: more than the 48 KB a static array may hold) --------------
@@ -417,8 +418,8 @@ struct ItemWalk {
 // items to about fill the grid when the tiles alone would not, for forward
 // and masked products only (a phase has at most one of those, so they can
 // share one workspace).
-__device__ __forceinline__ void item_splits(bool may_split, int tiles, int chunks, int G,
-                                              int& S, int& cps) {
+__host__ __device__ __forceinline__ void item_splits(bool may_split, int tiles, int chunks,
+                                                     int G, int& S, int& cps) {
   S = 1;
   cps = chunks;
   if (!may_split) return;
@@ -441,11 +442,13 @@ __device__ __forceinline__ void item_splits(bool may_split, int tiles, int chunk
 // and its (item, chunk) pairs form one stream through the cp.async ring. A
 // split's sum goes to the workspace; the block that completes a tile's last
 // split (a counter per tile says which) adds the S sums in split order — the
-// same order whoever finishes last — and runs the epilogue. Returns the first
-// item number after this product's. Block-uniform.
+// same order whoever finishes last — and runs the epilogue. With `defer` a
+// split product leaves its split sums in the workspace, uncounted, for the
+// next phase to add (the last hidden layer's, which head_row finishes).
+// Returns the first item number after this product's. Block-uniform.
 template <bool KFA, bool KFB, EpiKind E, int TM>
 __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, const Operand& B,
-                       int M, int N, int K, const Epilogue& epi) {
+                       int M, int N, int K, const Epilogue& epi, bool defer = false) {
   constexpr int RT = TM / 4, CT = kTN / 4;        // threads along a tile's rows, columns
   constexpr int KG = kThreads / (RT * CT);        // k-groups: 16 (TM = 16) or 4 (TM = 64)
   constexpr int GK = kChunk / KG;                 // k-offsets per group and chunk
@@ -571,6 +574,7 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     float* part = net.ws + (long long)t * S * kElems;
 #pragma unroll
     for (int c = 0; c < kPer; ++c) part[s * kElems + tid + c * kThreads] = v[c];
+    if (defer) continue;  // the next phase adds the splits (head_row)
     __syncthreads();
     trace(net, sm, kTrPartial);
     if (tid == 0) sm.flag = atomic_add_acq_rel(&net.tile_count[t], 1) == S - 1;
@@ -651,7 +655,11 @@ __device__ void gather(const Net& net, const int32_t* idx, int count, int buf, l
 
 // ---- the head ----------------------------------------------------------------------
 
-// For each sample r (one block per sample, the grid's blocks in turn): the
+// For each sample r (one block per sample, the grid's blocks in turn): its
+// last hidden activations, from the forward's S split sums (S > 1: the
+// forward product leaves them, `defer`, and the row is added here in split
+// order, plus the bias, through the ReLU, and written to act[L−2] as the
+// fix-up would; this saves the forward phase a count and a fix-up); the
 // logits z = act[L−2][r]·W[L−1]ᵀ + b[L−1] (warp w takes classes w, w + 8, …;
 // its lanes split k and add in a fixed butterfly); softmax cross-entropy as
 // ce_sample_kernel computes it (first maximum, exp and the sum in double,
@@ -662,17 +670,39 @@ __device__ void gather(const Net& net, const int32_t* idx, int count, int buf, l
 // trip to L2 for all.
 constexpr int kHeadStage = kStages * (kSlotA + kSlotB);  // sm.a and sm.b, adjacent
 
-__device__ void head_row(const Net& net, Smem& sm, int r) {
+__device__ void head_row(const Net& net, Smem& sm, int r, int S) {
   const int tid = int(threadIdx.x), lane = tid % 32, wp = tid / 32;
   const int L = net.L, K = net.d[L - 1], C = net.d[L];
-  const float* h = net.act[L - 2] + (long long)r * K;
+  float* act = net.act[L - 2] + (long long)r * K;
+  const float* h = act;
   const float* W = net.w[L - 1];
   const bool staged = (long long)C * K + K <= kHeadStage;  // block-uniform
   float* stage = &sm.a[0][0];  // a and b are adjacent and idle in this phase
   if (staged) {
     for (int i = tid; i < C * K; i += kThreads) cp_async4(stage + i, W + i, true);
-    for (int i = tid; i < K; i += kThreads) cp_async4(stage + C * K + i, h + i, true);
+    if (S == 1)
+      for (int i = tid; i < K; i += kThreads) cp_async4(stage + C * K + i, h + i, true);
     cp_commit();
+  }
+  if (S > 1) {  // the row from the last hidden layer's split sums, as product()'s fix-up would
+    const int tn = (K + kTN - 1) / kTN;
+    const float* bias = net.b[L - 2];
+    for (int k = tid; k < K; k += kThreads) {
+      constexpr int kTile = kTMShort * kTN;
+      const long long tile = (r / kTMShort) * tn + k / kTN;
+      const float* part = net.ws + tile * S * kTile + (r % kTMShort) * kTN + k % kTN;
+      float pv[kMaxSplit];
+#pragma unroll
+      for (int q = 0; q < kMaxSplit; ++q) pv[q] = q < S ? __ldcg(part + q * kTile) : 0.0f;
+      float v = 0.0f;
+#pragma unroll
+      for (int q = 0; q < kMaxSplit; ++q)
+        if (q < S) v += pv[q];
+      const float z = v + bias[k];
+      const float y = z < 0.0f ? 0.0f : z;
+      act[k] = y;  // for the last layer's weight gradient, and this block below if not staged
+      if (staged) stage[C * K + k] = y;
+    }
   }
   if (tid == 0) sm.flag = net.y[net.cur][r];  // while the copies fly
   if (staged) {
@@ -762,14 +792,15 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
     product<true, true, kEpiForward, kTMShort>(
         net, sm, 0, Operand{l == 0 ? x : net.act[l - 1], net.d[l]}, Operand{net.w[l], net.d[l]},
         n, net.d[l + 1], net.d[l],
-        Epilogue{net.act[l], net.d[l + 1], net.b[l], nullptr, nullptr, nullptr});
+        Epilogue{net.act[l], net.d[l + 1], net.b[l], nullptr, nullptr, nullptr}, l == L - 2);
     barrier();
     stamp(net, ts);
   }
 
   // The output layer, the loss and the first input gradient, a block per
   // sample; blocks left over gather the next batch.
-  for (int r = int(blockIdx.x); r < n; r += int(gridDim.x)) head_row(net, sm, r);
+  for (int r = int(blockIdx.x); r < n; r += int(gridDim.x))
+    head_row(net, sm, r, net.head_splits);
   const bool spare = int(gridDim.x) > n;  // grid-uniform
   if (spare && net.next_idx && int(blockIdx.x) >= n)
     gather(net, net.next_idx, net.next_n, net.cur ^ 1,
@@ -998,6 +1029,13 @@ void MlpStep::run(const uint8_t* images, const int32_t* labels, const int32_t* i
   Net net = s_->net;
   net.n = n;
   net.inv_n = float(1.0 / double(n));  // the loss's scale (losses.cu)
+  {  // as product() splits the last hidden layer's forward, whose sums head_row adds
+    const int L = net.L;
+    const int tiles = ((n + kTMShort - 1) / kTMShort) * ((net.d[L - 1] + kTN - 1) / kTN);
+    const int chunks = net.d[L - 2] > kChunk ? (net.d[L - 2] + kChunk - 1) / kChunk : 1;
+    int cps = 0;
+    item_splits(true, tiles, chunks, s_->blocks, net.head_splits, cps);
+  }
   net.images = images;
   net.labels = labels;
   net.idx = idx;
