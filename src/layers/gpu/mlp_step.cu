@@ -99,6 +99,11 @@ struct Net {
   float* ws = nullptr;        // split sums: tiles × splits × 256
   int* tile_count = nullptr;  // splits done per tile; 0 between phases
   unsigned long long* arrived = nullptr;  // the grid barrier's count (grid_barrier)
+  // Middle layer l's column blocks of 16 (cols[l] ints from cols_done + col0[l]): how
+  // many of the input-gradient product's items have read their slice of W[l], so
+  // that the weight-gradient product may update it in the same phase (Handoff).
+  int* cols_done = nullptr;
+  int col0[kMlpStepMaxLayers] = {}, cols_total = 0;
   unsigned long long* times = nullptr;  // development aid, see stamp()
   unsigned long long* trace = nullptr;  // development aid, see trace()
   float lr = 0, mu = 0, wd = 0, inv_n = 0;
@@ -211,6 +216,15 @@ __device__ __forceinline__ unsigned long long load_acquire(const unsigned long l
   return v;
 }
 
+__device__ __forceinline__ int load_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void add_release(int* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 // Every block of the (co-resident) grid waits here for all the others. The
 // count only grows, across launches too: the G arrivals of one barrier take
 // it from a multiple of G to the next (64 bits: it never wraps).
@@ -273,7 +287,7 @@ __device__ __noinline__ void copy_unaligned4(float* dst, const float* src, const
 template <bool KFAST, int R>
 __device__ __forceinline__ void copy_chunk(const Operand& o, bool vec, int rows, int r0, int kdim,
                                            int k0, float* s) {
-#pragma unroll
+#pragma unroll 1
   for (int c = 0; c < R / 16; ++c) {
     const int t = int(threadIdx.x) + c * kThreads;
     const int r = KFAST ? t / (kChunk / 4) : 4 * (t % (R / 4));
@@ -430,6 +444,18 @@ __host__ __device__ __forceinline__ void item_splits(bool may_split, int tiles, 
   S = (chunks + cps - 1) / cps;  // no empty split
 }
 
+// Ordering between two products of one phase, by tile column (blocks of kTN
+// columns): a product with `signal` adds 1 to signal[column] once an item's
+// operands have all landed; one with `wait` holds each item's epilogue until
+// wait[column] reaches `target`. The middle layers' weight gradients update
+// W[l] in their epilogue this way, after every input-gradient item has read
+// the slice of W[l] it needs.
+struct Handoff {
+  int* signal = nullptr;
+  const int* wait = nullptr;
+  int target = 0;
+};
+
 // C[M×N] = Σ_k A(m, k)·B(j, k), then the epilogue, over this block's share.
 //
 // Tiles of TM×kTN outputs, 4×4 of them a thread: the block's threads form KG
@@ -448,7 +474,8 @@ __host__ __device__ __forceinline__ void item_splits(bool may_split, int tiles, 
 // Returns the first item number after this product's. Block-uniform.
 template <bool KFA, bool KFB, EpiKind E, int TM>
 __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, const Operand& B,
-                       int M, int N, int K, const Epilogue& epi, bool defer = false) {
+                       int M, int N, int K, const Epilogue& epi, bool defer = false,
+                       const Handoff& ho = Handoff{}) {
   constexpr int RT = TM / 4, CT = kTN / 4;        // threads along a tile's rows, columns
   constexpr int KG = kThreads / (RT * CT);        // k-groups: 16 (TM = 16) or 4 (TM = 64)
   constexpr int GK = kChunk / KG;                 // k-offsets per group and chunk
@@ -521,7 +548,9 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
       for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
-#pragma unroll
+    // Not unrolled: a phase runs this once, so its code arrives in the
+    // instruction cache as it runs (docs/fused-step.md); a loop fetches once.
+#pragma unroll 1
     for (int kk = 0; kk < GK; kk += 4) {
       const int k = g * GK + kk;
       float a[4][4], b[4][4];
@@ -536,7 +565,7 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     }
     if (++cc < clen) continue;
     // The item is summed: reduce the groups in order, then finish or hand over.
-    const int t = cw.tile(), s = cw.s;
+    const int t = cw.tile(), s = cw.s, tc = cw.tc;
     const int m0 = cw.tr * TM, j0 = cw.tc * kTN;
     if (++ci < mine) {
       cc = 0;
@@ -551,7 +580,8 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         red[frag_row<KFA>(ty, i) * kTN + frag_row<KFB>(tx, j)] = acc[i][j];
-    __syncthreads();
+    __syncthreads();  // also: every thread's copies of the item have landed
+    if (ho.signal && tid == 0) add_release(&ho.signal[tc], 1);
     float v[kPer];
 #pragma unroll
     for (int c = 0; c < kPer; ++c) {
@@ -562,6 +592,12 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     __syncthreads();  // red is free for the next item
     trace(net, sm, kTrSummed);
     if (S == 1) {
+      if (ho.wait) {
+        if (tid == 0)
+          while (load_acquire(&ho.wait[tc]) < ho.target) {
+          }
+        __syncthreads();
+      }
       const float* ep = ep_ring ? &sm.ep[slot][0][0] : nullptr;
 #pragma unroll
       for (int c = 0; c < kPer; ++c) {
@@ -828,15 +864,23 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   // Backward through the middle layers.
   for (int l = L - 2; l >= 1; --l) {
     const int out = net.d[l + 1], in = net.d[l];
-    if (job(G - tail, G, jf, js)) bias_grads(net, l, false, jf, js);
+    // The bias gradient and update: b[l] was last read by this step's forward.
+    if (job(G - tail, G, jf, js)) bias_grads(net, l, true, jf, js);
     // dpre[l−1] = (dpre[l]·W[l]) ⊙ (act[l−1] > 0): A(m, k) = dpre[l][m][k], B(i, k) = W[l][k][i]
+    int* cols = net.cols_done + net.col0[l];
     const int first = product<true, false, kEpiMasked, kTMShort>(
         net, sm, 0, Operand{net.dpre[l], out}, Operand{net.w[l], in}, n, in, out,
-        Epilogue{net.dpre[l - 1], in, nullptr, net.act[l - 1], nullptr, nullptr});
-    // gW[l] = dpre[l]ᵀ·act[l−1]: A(j, r) = dpre[l][r][j], B(i, r) = act[l−1][r][i]
-    product<false, false, kEpiGrad, kTMShort>(net, sm, first, Operand{net.dpre[l], out},
-                                    Operand{net.act[l - 1], in}, out, in, n,
-                                    Epilogue{net.gw[l], in, nullptr, nullptr, nullptr, nullptr});
+        Epilogue{net.dpre[l - 1], in, nullptr, net.act[l - 1], nullptr, nullptr}, false,
+        Handoff{cols, nullptr, 0});
+    // gW[l] = dpre[l]ᵀ·act[l−1]: A(j, r) = dpre[l][r][j], B(i, r) = act[l−1][r][i], with the
+    // update of W[l], each tile once the input gradient is done reading its columns.
+    int S = 1, cps = 0;
+    item_splits(true, ((n + kTMShort - 1) / kTMShort) * ((in + kTN - 1) / kTN),
+                out > kChunk ? (out + kChunk - 1) / kChunk : 1, G, S, cps);
+    product<false, false, kEpiGradSgd, kTMShort>(
+        net, sm, first, Operand{net.dpre[l], out}, Operand{net.act[l - 1], in}, out, in, n,
+        Epilogue{net.gw[l], in, nullptr, nullptr, net.w[l], net.vw[l]}, false,
+        Handoff{nullptr, cols, ((n + kTMShort - 1) / kTMShort) * S});
     barrier();
     stamp(net, ts);
   }
@@ -847,21 +891,8 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
     gather(net, net.next_idx, net.next_n, net.cur ^ 1, gthread, gthreads);
   if (job(G - tail, G - tail + q, jf, js)) bias_grads(net, 0, true, jf, js);
   if (job(G - tail + q, G - tail + 2 * q, jf, js)) bias_grads(net, L - 1, true, jf, js);
-  for (int l = 1; l < L - 1 && job(G - tail + 2 * q, G - 1, jf, js); ++l) {
-    const long long nw = (long long)net.d[l + 1] * net.d[l];
-    for (long long i = jf; i < nw; i += js) {
-      float p = net.w[l][i], v = net.vw[l] ? net.vw[l][i] : 0.0f;
-      sgd_one(p, net.gw[l][i], v, net);
-      net.w[l][i] = p;
-      if (net.vw[l]) net.vw[l][i] = v;
-    }
-    for (long long i = jf; i < net.d[l + 1]; i += js) {
-      float p = net.b[l][i], v = net.vb[l] ? net.vb[l][i] : 0.0f;
-      sgd_one(p, net.gb[l][i], v, net);
-      net.b[l][i] = p;
-      if (net.vb[l]) net.vb[l][i] = v;
-    }
-  }
+  if (job(G - tail + 2 * q, G - 1, jf, js))  // the handoff counts, for the next step
+    for (long long i = jf; i < net.cols_total; i += js) net.cols_done[i] = 0;
   if (blockIdx.x == gridDim.x - 1) {  // block-uniform: the batch's loss, in a fixed order
     double s = 0.0;
     int c = 0;
@@ -907,7 +938,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
 struct MlpStep::State {
   Net net;
   int blocks = 0, max_batch = 0;
-  Tensor acts, dpres, loss, correct, x, y, ws, tile_count, arrived;
+  Tensor acts, dpres, loss, correct, x, y, ws, tile_count, arrived, cols_done;
   // Which samples the previous run gathered for its successor, into x[buf].
   struct Ready {
     bool valid = false;
@@ -998,6 +1029,13 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   net.correct = s_->correct.data<int32_t>();
   net.ws = s_->ws.data<float>();
   net.tile_count = s_->tile_count.data<int32_t>();
+  for (int l = 1; l < L - 1; ++l) {
+    net.col0[l] = net.cols_total;
+    net.cols_total += (d.dims[l] + kTN - 1) / kTN;
+  }
+  s_->cols_done = Tensor::zeros(Shape(std::max(net.cols_total, 1), 1, 1, 1), DType::kI32,
+                                Device::kGPU);
+  net.cols_done = s_->cols_done.data<int32_t>();
   s_->arrived = Tensor::zeros(Shape(1, 1, 1, 1), DType::kF64, Device::kGPU);  // a u64 count
   net.arrived = reinterpret_cast<unsigned long long*>(s_->arrived.data<double>());
 
