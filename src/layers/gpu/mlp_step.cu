@@ -2,9 +2,9 @@
 //
 // Products. Every matrix product of the step is cut into output tiles of
 // TM×16, TM = 16 (the forward, input-gradient and middle weight-gradient
-// products) or 64 (the first and last layers' weight gradients, SGD fused in:
-// the 320×784 first-layer gradient is then 245 tiles, about one per block,
-// instead of 980). A block of 256 threads computes a tile: each thread a 4×4
+// products) or 64 (the first and last layers' weight gradients: the 320×784
+// first-layer gradient is then 245 tiles, about one per block, instead of
+// 980). Every weight gradient has the SGD update in its epilogue. A block of 256 threads computes a tile: each thread a 4×4
 // micro-tile (16 FMAs per 8 floats read from shared memory; 2×2 micro-tiles
 // left the multiply bound by shared-memory wavefronts), the threads in
 // k-groups (16 for TM = 16, 4 for TM = 64) that split each chunk of 64
@@ -23,8 +23,12 @@
 // buffers by the previous step, which knows the next step's samples, in its
 // head phase where most blocks are idle; only a step that follows none
 // gathers its own batch first, behind one more grid barrier. Element-wise
-// jobs (bias gradients, the middle layers' SGD, the loss) run on the last
-// blocks of the grid, each job on blocks of its own.
+// jobs (bias gradients and updates, the loss, resetting the hand-off counts)
+// run on the last blocks of the grid, each job on blocks of its own. Blocks
+// hand work over with one release or acquire atomic by one thread (split
+// counts, Handoff, grid_barrier), not with fences by every thread: at a phase's
+// start, what costs is chains of dependent instructions, code not yet in the
+// instruction cache, and round trips (docs/fused-step.md has the traces).
 //
 // Every sum runs in a fixed order, with no floating-point atomics: a step is
 // deterministic. HPMC_FUSED_TIMING=1 in the environment prints the phases'
@@ -270,10 +274,6 @@ struct Epilogue {
   float* mom;  // null without momentum
 };
 
-// Copy rows [r0, r0 + R) × k [k0, k0 + 64) of an operand into a slot laid
-// out as above, zeros outside rows × kdim. Each 16-byte piece moves 4
-// adjacent elements (k-fast: along k; r-fast: along rows): with one 16-byte
-// copy when ld is a multiple of 4 (vec), else one by one. R / 16 pieces a thread.
 // The first `have` (0..4) of src's floats into dst, zeros after them, one
 // by one: for operands whose rows are not 16-byte aligned. Out of line, so
 // that the usual (aligned) path's code stays short: the step runs most of
@@ -284,6 +284,10 @@ __device__ __noinline__ void copy_unaligned4(float* dst, const float* src, const
   for (int i = 0; i < 4; ++i) cp_async4(dst + i, i < have ? src + i : base, i < have);
 }
 
+// Copy rows [r0, r0 + R) × k [k0, k0 + 64) of an operand into a slot laid
+// out as above, zeros outside rows × kdim. Each 16-byte piece moves 4
+// adjacent elements (k-fast: along k; r-fast: along rows): with one 16-byte
+// copy when ld is a multiple of 4 (vec), else one by one. R / 16 pieces a thread.
 template <bool KFAST, int R>
 __device__ __forceinline__ void copy_chunk(const Operand& o, bool vec, int rows, int r0, int kdim,
                                            int k0, float* s) {

@@ -5,15 +5,19 @@
 // of configs/mnist_mlp.yaml. At that size a step is ~85 MFLOP but some fifteen
 // kernel launches layer by layer, each costing more than its arithmetic. The
 // fused step is a cooperative kernel: every block stays resident and the
-// phases of the step are separated by grid-wide barriers instead of launches:
+// phases of the step are separated by grid-wide barriers (a release/acquire
+// arrival count) instead of launches:
 //
 //   F(l), l < L−1   act[l] = relu(in(l)·W[l]ᵀ + b[l])         (in(0) = the batch)
-//   head            per sample: logits, softmax, loss, dlogits, and
+//   head            per sample: act[L−2] from F(L−2)'s split sums, logits,
+//                   softmax, loss, dlogits, and
 //                   dpre[L−2] = (dlogits·W[L−1]) ⊙ (act[L−2] > 0)
 //   B(l), L−2 ≥ l ≥ 1   dpre[l−1] = (dpre[l]·W[l]) ⊙ (act[l−1] > 0),
-//                   gW[l] = dpre[l]ᵀ·in(l), gb[l] = Σ_rows dpre[l]
+//                   gW[l] = dpre[l]ᵀ·in(l), gb[l] = Σ_rows dpre[l], with the
+//                   SGD of W[l] (each tile once dpre[l−1]'s items have read it)
+//                   and of b[l]
 //   last            gW[0], gW[L−1] and their biases with the SGD update fused
-//                   in; SGD of the middle layers; the batch's loss added to acc
+//                   in; the batch's loss added to acc
 //
 // The batch is read straight from the uint8 dataset on the device through the
 // epoch's index array (pixel / 255, rounded as gather_batch rounds it), so a
