@@ -138,7 +138,7 @@ enum TraceEvent {
   kTrPhase = 1,     // a phase starts (after the grid barrier)
   kTrFirstChunk,    // a product's first chunk has landed
   kTrSummed,        // an item's sum is complete (k-groups reduced)
-  kTrPartial,       // a split's partial sum is written and fenced
+  kTrPartial,       // a split's partial sum is written (every thread past the barrier)
   kTrCounted,       // the tile counter answered
   kTrFinished,      // the item's epilogue is done
   kTrArrive,        // the block reaches the grid barrier
