@@ -308,15 +308,16 @@ __device__ __forceinline__ void copy_chunk(const Operand& o, bool vec, int rows,
 }
 
 // Operand values at k-offsets k..k+3 of a chunk for four local rows of a
-// thread: v[i][q] = element (row i, k + q). A k-fast slot's rows are r + 4i
-// (a quarter-warp's threads then read rows in different banks), an r-fast
+// thread: v[i][q] = element (row i, k + q), from a slot of a tile with R rows
+// shared by R / 4 threads. A k-fast slot's rows are r + (R / 4)·i (a
+// quarter-warp's threads then read rows in different banks), an r-fast
 // slot's r + i (one 16-byte load per k); `r` is the thread's first row.
 template <bool KFAST, int R>
 __device__ __forceinline__ void fragment(const float* s, int r, int k, float (&v)[4][4]) {
   if (KFAST) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const float4 f = *reinterpret_cast<const float4*>(s + (r + 4 * i) * kRowK + k);
+      const float4 f = *reinterpret_cast<const float4*>(s + (r + (R / 4) * i) * kRowK + k);
       v[i][0] = f.x;
       v[i][1] = f.y;
       v[i][2] = f.z;
@@ -334,10 +335,10 @@ __device__ __forceinline__ void fragment(const float* s, int r, int k, float (&v
   }
 }
 // The local row of a thread's i-th micro-tile row (see fragment): t is the
-// thread's index along that side of the tile.
-template <bool KFAST>
+// thread's index along that side of the tile, which has R rows.
+template <bool KFAST, int R>
 __device__ __forceinline__ int frag_row(int t, int i) {
-  return KFAST ? t + 4 * i : 4 * t + i;
+  return KFAST ? t + (R / 4) * i : 4 * t + i;
 }
 template <bool KFAST>
 __device__ __forceinline__ int frag_first(int t) {
@@ -516,7 +517,7 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
                       reinterpret_cast<uintptr_t>(epi.mom)) & 15) == 0;
   const int tid = int(threadIdx.x);
   const int g = tid / (RT * CT), lt = tid % (RT * CT);
-  const int ty = lt / CT, tx = lt % CT;  // rows frag_row<KFA>(ty, i), columns frag_row<KFB>(tx, j)
+  const int ty = lt / CT, tx = lt % CT;  // rows frag_row<KFA, TM>(ty, i), columns ...<KFB, kTN>
 
   // The issue cursor: item ii (iw), chunk ic within it. Ring position q is
   // issued at loop step q − (kStages − 1): one call site, so one copy of the code.
@@ -583,7 +584,7 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     for (int i = 0; i < 4; ++i)
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        red[frag_row<KFA>(ty, i) * kTN + frag_row<KFB>(tx, j)] = acc[i][j];
+        red[frag_row<KFA, TM>(ty, i) * kTN + frag_row<KFB, kTN>(tx, j)] = acc[i][j];
     __syncthreads();  // also: every thread's copies of the item have landed
     if (ho.signal && tid == 0) add_release(&ho.signal[tc], 1);
     float v[kPer];
@@ -877,14 +878,12 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
         Epilogue{net.dpre[l - 1], in, nullptr, net.act[l - 1], nullptr, nullptr}, false,
         Handoff{cols, nullptr, 0});
     // gW[l] = dpre[l]ᵀ·act[l−1]: A(j, r) = dpre[l][r][j], B(i, r) = act[l−1][r][i], with the
-    // update of W[l], each tile once the input gradient is done reading its columns.
-    int S = 1, cps = 0;
-    item_splits(true, ((n + kTMShort - 1) / kTMShort) * ((in + kTN - 1) / kTN),
-                out > kChunk ? (out + kChunk - 1) / kChunk : 1, G, S, cps);
+    // update of W[l], each tile once the input gradient's items of its columns (the
+    // input gradient's items over its column tiles, `first` of them in all) have read W[l].
     product<false, false, kEpiGradSgd, kTMShort>(
         net, sm, first, Operand{net.dpre[l], out}, Operand{net.act[l - 1], in}, out, in, n,
         Epilogue{net.gw[l], in, nullptr, nullptr, net.w[l], net.vw[l]}, false,
-        Handoff{nullptr, cols, ((n + kTMShort - 1) / kTMShort) * S});
+        Handoff{nullptr, cols, first / ((in + kTN - 1) / kTN)});
     barrier();
     stamp(net, ts);
   }
