@@ -7,7 +7,8 @@ import sys
 from collections import defaultdict
 
 NAMES = {1: "phase", 2: "first chunk", 3: "summed", 4: "partial", 5: "counted",
-         6: "finished", 7: "arrive", 8: "end"}
+         6: "finished", 7: "arrive", 8: "end",
+         9: "head staged", 10: "head logits", 11: "head loss"}
 events = defaultdict(list)
 clock = []  # each block's SM clock rate (GHz) over the step
 for line in open(sys.argv[1]):

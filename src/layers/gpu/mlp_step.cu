@@ -53,7 +53,6 @@ namespace hpmc::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
 // Output tiles: TM rows (A's) × kTN columns (B's), TM = 16 or 64 by product
 // (see product()); a block's threads form kThreads·TM / 1024 k-groups.
 constexpr int kTN = 16;
@@ -118,7 +117,6 @@ struct Net {
 // ---- shared memory (dynamic: more than the 48 KB a static array may hold) --------------
 
 struct Smem {
-  double e[kMlpStepMaxClasses];  // head: exp(z − max) per class
   double part[kThreads];         // the loss reduction
   float a[kStages][kSlotA];      // the chunk ring
   float b[kStages][kSlotB];
@@ -143,6 +141,9 @@ enum TraceEvent {
   kTrFinished,      // the item's epilogue is done
   kTrArrive,        // the block reaches the grid barrier
   kTrEnd,           // the block is done
+  kTrHeadStaged,    // head_row: W[L−1] and the row are in shared memory
+  kTrHeadLogits,    // head_row: the logits are computed
+  kTrHeadLoss,      // head_row: the loss and dlogits are written
 };
 
 
@@ -701,10 +702,10 @@ __device__ void gather(const Net& net, const int32_t* idx, int count, int buf, l
 // forward product leaves them, `defer`, and the row is added here in split
 // order, plus the bias, through the ReLU, and written to act[L−2] as the
 // fix-up would; this saves the forward phase a count and a fix-up); the
-// logits z = act[L−2][r]·W[L−1]ᵀ + b[L−1] (warp w takes classes w, w + 8, …;
-// its lanes split k and add in a fixed butterfly); softmax cross-entropy as
-// ce_sample_kernel computes it (first maximum, exp and the sum in double,
-// softmax rounded to float); dlogits into dpre[L−1]; and dpre[L−2][r] =
+// logits z = act[L−2][r]·W[L−1]ᵀ + b[L−1] (16 threads a class split k and
+// add in a fixed butterfly); softmax cross-entropy as ce_sample_kernel
+// computes it (first maximum, exp and the sum in double, softmax rounded to
+// float), a lane per class, the maximum and the sum as butterflies; dlogits into dpre[L−1]; and dpre[L−2][r] =
 // (dlogits·W[L−1]) ⊙ (act[L−2][r] > 0), a thread per element. Where they fit,
 // W[L−1] and the sample's activations are first copied into the (idle) chunk
 // ring together, and the label (gathered with the batch) read meanwhile: one
@@ -752,39 +753,55 @@ __device__ void head_row(const Net& net, Smem& sm, int r, int S) {
     h = stage + C * K;
   }
   __syncthreads();
-  for (int j = wp; j < C; j += kWarps) {
-    const float* wj = W + (long long)j * K;
+  trace(net, sm, kTrHeadStaged);
+  // The logits: 16 threads a class, every class at once (16 classes a pass).
+  for (int j0 = 0; j0 < C; j0 += kThreads / 16) {
+    const int j = j0 + tid / 16, i = tid % 16;
     float part = 0.0f;
-    for (int k = lane; k < K; k += 32) part = fmaf(h[k], wj[k], part);
+    if (j < C) {
+      const float* wj = W + (long long)j * K;
+      for (int k = i; k < K; k += 16) part = fmaf(h[k], wj[k], part);
+    }
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) part += __shfl_xor_sync(0xffffffffu, part, off);
-    if (lane == 0) sm.z[j] = part + net.b[L - 1][j];
+    for (int off = 8; off > 0; off >>= 1) part += __shfl_xor_sync(0xffffffffu, part, off);
+    if (j < C && i == 0) sm.z[j] = part + net.b[L - 1][j];
   }
   __syncthreads();
-  if (wp == 0) {
+  trace(net, sm, kTrHeadLogits);
+  if (wp == 0) {  // lane j holds class j; the reductions are fixed butterflies
     const int label = sm.flag;
-    int arg = 0;
-    for (int j = 1; j < C; ++j)
-      if (sm.z[j] > sm.z[arg]) arg = j;
-    const double m = double(sm.z[arg]);
-    if (lane < C) sm.e[lane] = exp(double(sm.z[lane]) - m);
-    __syncwarp();
-    double sum = 0.0;
-    for (int j = 0; j < C; ++j) sum += sm.e[j];
+    const float z = lane < C ? sm.z[lane] : -INFINITY;
+    float mz = z;  // the first maximum: the larger value, on a tie the smaller class
+    int arg = lane < C ? lane : C;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      const float oz = __shfl_xor_sync(0xffffffffu, mz, off);
+      const int oa = __shfl_xor_sync(0xffffffffu, arg, off);
+      if (oz > mz || (oz == mz && oa < arg)) {
+        mz = oz;
+        arg = oa;
+      }
+    }
+    const double m = double(mz);
+    const double e = lane < C ? exp(double(z) - m) : 0.0;
+    double sum = e;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    const float zlabel = __shfl_sync(0xffffffffu, z, label);
     if (lane == 0) {
-      net.loss[r] = log(sum) - (double(sm.z[label]) - m);
+      net.loss[r] = log(sum) - (double(zlabel) - m);
       net.correct[r] = arg == label ? 1 : 0;
     }
     const double inv_sum = 1.0 / sum;
-    __syncwarp();  // every lane has read the logits before they are overwritten
     if (lane < C) {
-      const float softmax = float(sm.e[lane] * inv_sum);
+      const float softmax = float(e * inv_sum);
       const float gz = (softmax - (lane == label ? 1.0f : 0.0f)) * net.inv_n;
       net.dpre[L - 1][(long long)r * C + lane] = gz;
       sm.z[lane] = gz;  // dlogits, for the input gradient
     }
   }
   __syncthreads();
+  trace(net, sm, kTrHeadLoss);
   float* dh = net.dpre[L - 2] + (long long)r * K;
   for (int k = tid; k < K; k += kThreads) {
     float s = 0.0f;
