@@ -435,9 +435,11 @@ struct ItemWalk {
 
 // The number of k-splits of a product of `tiles` tiles and `chunks` chunks
 // over a grid of G blocks, and the chunks per split: enough splits for the
-// items to about fill the grid when the tiles alone would not, for forward
-// and masked products only (a phase has at most one of those, so they can
-// share one workspace).
+// items to about fill the grid when the tiles alone would not, for the
+// forward products only (one a phase, so they share one workspace). The
+// input gradients do not split: their items then need no count or fix-up,
+// and the blocks they leave free take the weight gradients' items (phase 3:
+// 80 + 200 items instead of 240 + 200, 6.7 → 6.1 µs).
 __host__ __device__ __forceinline__ void item_splits(bool may_split, int tiles, int chunks,
                                                      int G, int& S, int& cps) {
   S = 1;
@@ -494,7 +496,7 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
   const int G = int(gridDim.x);
   const int chunks = K > kChunk ? (K + kChunk - 1) / kChunk : 1;
   int S, cps;  // splits, chunks per split
-  item_splits(E == kEpiForward || E == kEpiMasked, tiles, chunks, G, S, cps);
+  item_splits(E == kEpiForward, tiles, chunks, G, S, cps);  // see item_splits
   const int items = tiles * S;
   int u0 = (int(blockIdx.x) - first) % G;  // this block's first item of the product
   if (u0 < 0) u0 += G;
@@ -1022,7 +1024,7 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   const size_t xs = round4(size_t(d.max_batch) * size_t(d.dims[0]));
   s_->x = floats(2 * xs);
   s_->y = Tensor::empty(Shape(2 * d.max_batch, 1, 1, 1), DType::kI32, Device::kGPU);
-  // The split workspace: the largest forward or input-gradient product's tiles.
+  // The split workspace: the largest forward product's tiles.
   size_t most_tiles = 1;
   for (int l = 1; l < L; ++l)
     most_tiles = std::max(most_tiles, size_t((d.max_batch + kTMShort - 1) / kTMShort) *
