@@ -897,8 +897,8 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
         Epilogue{net.dpre[l - 1], in, nullptr, net.act[l - 1], nullptr, nullptr}, false,
         Handoff{cols, nullptr, 0});
     // gW[l] = dpre[l]ᵀ·act[l−1]: A(j, r) = dpre[l][r][j], B(i, r) = act[l−1][r][i], with the
-    // update of W[l], each tile once the input gradient's items of its columns (the
-    // input gradient's items over its column tiles, `first` of them in all) have read W[l].
+    // update of W[l]: each tile waits for all the input gradient's items of its column
+    // tile (`first` items over that product's column tiles) to have read W[l].
     product<false, false, kEpiGradSgd, kTMShort>(
         net, sm, first, Operand{net.dpre[l], out}, Operand{net.act[l - 1], in}, out, in, n,
         Epilogue{net.gw[l], in, nullptr, nullptr, net.w[l], net.vw[l]}, false,
@@ -907,8 +907,9 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
     stamp(net, ts);
   }
 
-  // The last phase: the next batch, the first and last layers' gradients with
-  // the update fused in, the middle layers' updates, and the batch's loss.
+  // The last phase: the next batch (if no block was spare before), the first
+  // and last layers' gradients with the update fused in, their biases', and
+  // the batch's loss.
   if (!spare && net.next_idx)
     gather(net, net.next_idx, net.next_n, net.cur ^ 1, gthread, gthreads);
   if (job(G - tail, G - tail + q, jf, js)) bias_grads(net, 0, true, jf, js);
