@@ -383,7 +383,7 @@ __device__ __forceinline__ void copy_epilogue(const Epilogue& e, bool vec, int M
     if (tid < kTN) cp_async4(&ep[0][tid], e.bias + (j0 + tid < N ? j0 + tid : 0), j0 + tid < N);
   } else if constexpr (E == kEpiMasked || E == kEpiGradSgd) {
 #pragma unroll
-    for (int c = 0; c < TM * kTN / 4 / kThreads + (TM * kTN / 4 % kThreads ? 1 : 0); ++c) {
+    for (int c = 0; c < (TM * kTN / 4 + kThreads - 1) / kThreads; ++c) {
       const int i = 4 * (tid + c * kThreads);  // the piece's first element
       if (i >= TM * kTN) break;
       const int m = m0 + i / kTN, j = j0 + i % kTN;

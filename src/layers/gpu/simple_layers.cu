@@ -97,6 +97,18 @@ __global__ void relu_backward_kernel(const float* __restrict__ x, const float* _
 
 // ---- MaxPool2D -------------------------------------------------------------------
 
+// Element t of a stack of planes of `plane` elements in rows of `cols`: its
+// plane, row and column.
+struct PlaneIndex {
+  size_t p;
+  int i, j;
+};
+__device__ __forceinline__ PlaneIndex plane_index(size_t t, size_t plane, int cols) {
+  const size_t p = t / plane, rem = t - p * plane;
+  const int i = int(rem / size_t(cols));
+  return {p, i, int(rem - size_t(i) * size_t(cols))};
+}
+
 // Offset within the plane of the first maximum of the k×k window whose top
 // left corner is (row0, col0), or of its first NaN — the same scan, in the
 // same order, with the same comparisons as maxpool2d_argmax in
@@ -129,10 +141,7 @@ __global__ void maxpool_forward_kernel(const float* __restrict__ x, float* __res
                                        size_t total, int h, int w, int oh, int ow, int k, int s) {
   const size_t in_plane = size_t(h) * size_t(w), out_plane = size_t(oh) * size_t(ow);
   for (size_t t = first_index(); t < total; t += grid_stride()) {
-    const size_t p = t / out_plane;
-    const size_t rem = t - p * out_plane;
-    const int i = int(rem / size_t(ow));
-    const int j = int(rem - size_t(i) * size_t(ow));
+    const auto [p, i, j] = plane_index(t, out_plane, ow);
     const float* xp = x + p * in_plane;
     y[t] = xp[window_argmax(xp, w, i * s, j * s, k)];
   }
@@ -256,10 +265,7 @@ __global__ void maxpool_backward_cells_kernel(const float* __restrict__ x,
                                               int oh, int ow, int k, int s, bool relu) {
   const size_t in_plane = size_t(h) * size_t(w), out_plane = size_t(oh) * size_t(ow);
   for (size_t t = first_index(); t < total; t += grid_stride()) {
-    const size_t p = t / out_plane;
-    const size_t rem = t - p * out_plane;
-    const int i = int(rem / size_t(ow));
-    const int j = int(rem - size_t(i) * size_t(ow));
+    const auto [p, i, j] = plane_index(t, out_plane, ow);
     const float* xp = x + p * in_plane;
     float* dxp = dx + p * in_plane;
     const size_t best = window_argmax(xp, w, i * s, j * s, k);
@@ -281,10 +287,7 @@ __global__ void upsample_forward_kernel(const float* __restrict__ x, float* __re
   const int ow = w * s;
   const size_t in_plane = size_t(h) * size_t(w), out_plane = size_t(h) * size_t(s) * size_t(ow);
   for (size_t t = first_index(); t < total; t += grid_stride()) {
-    const size_t p = t / out_plane;
-    const size_t rem = t - p * out_plane;
-    const int i = int(rem / size_t(ow));
-    const int j = int(rem - size_t(i) * size_t(ow));
+    const auto [p, i, j] = plane_index(t, out_plane, ow);
     y[t] = x[p * in_plane + size_t(i / s) * size_t(w) + size_t(j / s)];
   }
 }
