@@ -183,6 +183,42 @@ TEST(GpuFused, Deterministic) {
   EXPECT_EQ(a.epochs.back().train_loss, b.epochs.back().train_loss);
 }
 
+// The step's phases chained by hand-off counts (the default: the forward
+// layers, the head and the middle layer's backward) add the same sums in the
+// same order as with a grid barrier between them (HPMC_FUSED_CHAIN=0): the
+// same bits. The shapes take every path: the head chained too (mnist_mlp at
+// batch 64), the head after a barrier (batch 130: its rows and the last
+// layer's items do not fit the grid side by side), two chained hidden layers
+// before the last, unsplit products (batch 1), and one layer (no backward
+// chain).
+TEST(GpuFused, ChainedStepIsExact) {
+  HPMC_REQUIRE_GPU();
+  struct Case {
+    std::vector<int> widths;
+    int h, w, n, batch;
+  };
+  const Case cases[] = {{{320, 160, 10}, 28, 28, 200, 64},
+                        {{320, 160, 10}, 28, 28, 260, 130},
+                        {{200, 130, 70, 5}, 9, 11, 90, 33},
+                        {{65, 33, 17, 5}, 1, 1, 9, 1},
+                        {{37, 3}, 5, 7, 40, 17}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(str("widths ", c.widths[0], "..", c.widths.back(), ", batch ", c.batch));
+    Dataset data = random_data(c.n, c.h, c.w, c.widths.back(), 5 + uint64_t(c.n));
+    const std::string y = mlp_yaml(c.widths, c.batch, 0.9, 1e-4);
+    Trained chained = train(y, data);
+    ASSERT_EQ(setenv("HPMC_FUSED_CHAIN", "0", 1), 0);
+    Trained barriers = train(y, data);
+    unsetenv("HPMC_FUSED_CHAIN");
+    ASSERT_EQ(chained.path.rfind("fused", 0), 0u) << chained.path;
+    std::vector<float> a = host(chained.model->params().params()),
+                       b = host(barriers.model->params().params());
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+    EXPECT_EQ(chained.epochs.back().train_loss, barriers.epochs.back().train_loss);
+  }
+}
+
 // Stopping mid-epoch and going on with a new trainer (as a resumed run does:
 // the fused step starts without a prepared batch) gives the very bits of an
 // uninterrupted run.

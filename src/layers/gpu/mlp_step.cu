@@ -99,14 +99,30 @@ struct Net {
   double* loss = nullptr;  // per sample
   int* correct = nullptr;  // per sample: argmax == label
   double* acc = nullptr;
-  float* ws = nullptr;        // split sums: tiles × splits × 256
-  int* tile_count = nullptr;  // splits done per tile; 0 between phases
+  // Split sums of forward layer l: tiles × splits × 256 floats from ws + ws0[l], and
+  // the splits done per tile from tile_count + tc0[l] (0 between steps). Each
+  // layer has its own, as chained layers (`chain`) overlap.
+  float* ws = nullptr;
+  int* tile_count = nullptr;
+  long long ws0[kMlpStepMaxLayers] = {};
+  int tc0[kMlpStepMaxLayers] = {};
   unsigned long long* arrived = nullptr;  // the grid barrier's count (grid_barrier)
-  // Middle layer l's column blocks of 16 (cols[l] ints from cols_done + col0[l]): how
-  // many of the input-gradient product's items have read their slice of W[l], so
-  // that the weight-gradient product may update it in the same phase (Handoff).
-  int* cols_done = nullptr;
-  int col0[kMlpStepMaxLayers] = {}, cols_total = 0;
+  // Hand-off counts (Handoff), all 0 between steps (the last phase resets them):
+  // * middle layer l's column blocks of 16, from counts + col0[l]: how many of
+  //   the input-gradient product's items have read their slice of W[l], so
+  //   that the weight-gradient product may update it in the same phase;
+  // * with `chain`, act[l]'s readiness from counts + rd0[l]: for l < L−2 one
+  //   per 16-row tile and 64 columns (the next layer's chunk), the tiles of
+  //   it finished; for l = L−2 one per 16-row tile, the items of it written
+  //   (head_chain: the head waits for them);
+  // * with `chain`, the head's rows done from counts + hr0, one per 16 rows.
+  int* counts = nullptr;
+  int col0[kMlpStepMaxLayers] = {}, rd0[kMlpStepMaxLayers] = {}, hr0 = 0, counts_total = 0;
+  // The forward layers hand over by counts instead of grid barriers, so a
+  // block starts on the next layer as soon as the rows it needs are done; and
+  // (head_chain, when the last hidden layer's items and the batch's head rows
+  // fit the grid side by side) the head blocks wait for their rows the same way.
+  int chain = 0, head_chain = 0;
   unsigned long long* times = nullptr;  // development aid, see stamp()
   unsigned long long* trace = nullptr;  // development aid, see trace()
   float lr = 0, mu = 0, wd = 0, inv_n = 0;
@@ -458,11 +474,41 @@ __host__ __device__ __forceinline__ void item_splits(bool may_split, int tiles, 
 // wait[column] reaches `target`. The middle layers' weight gradients update
 // W[l] in their epilogue this way, after every input-gradient item has read
 // the slice of W[l] it needs.
+//
+// Between forward layers (Net::chain): with `ready` (the previous layer's
+// counts, one per 16-row tile and 64 columns of its output, which is this
+// product's A), an item's A chunk is copied only once its count reaches the
+// number of 16-column tiles in those 64 columns. With `done`, an item adds 1
+// to done[tile row · ⌈tn / done_tiles⌉ + tile column / done_tiles] once its
+// results are written: a finished tile, or (defer) a split's partial sum.
+//
+// After the head (Net::chain): with `rows` (the head's rows done, a count per
+// 16 rows of the batch), an item's A chunk is copied only once the batch rows
+// it covers are all done: A's rows m0.. (an input gradient), or with
+// rows_along_k its k-offsets k0.. (a weight gradient, whose k is the batch).
 struct Handoff {
   int* signal = nullptr;
   const int* wait = nullptr;
   int target = 0;
+  const int* ready = nullptr;
+  int* done = nullptr;
+  int done_tiles = 1;
+  const int* rows = nullptr;
+  bool rows_along_k = false;
 };
+
+// Waits, thread 0 then the block, until batch rows [r0, r1) of n are all
+// counted in rows (a count per 16 rows: how many of them are done).
+// Block-uniform.
+__device__ __forceinline__ void wait_rows(const int* rows, int r0, int r1, int n) {
+  if (threadIdx.x == 0)
+    for (int t = r0 / kTMShort; t * kTMShort < r1; ++t) {
+      const int want = min(kTMShort, n - t * kTMShort);
+      while (load_acquire(rows + t) < want) {
+      }
+    }
+  __syncthreads();
+}
 
 // C[M×N] = Σ_k A(m, k)·B(j, k), then the epilogue, over this block's share.
 //
@@ -479,11 +525,12 @@ struct Handoff {
 // same order whoever finishes last — and runs the epilogue. With `defer` a
 // split product leaves its split sums in the workspace, uncounted, for the
 // next phase to add (the last hidden layer's, which head_row finishes).
+// Splits use forward layer `layer`'s workspace and counts.
 // Returns the first item number after this product's. Block-uniform.
 template <bool KFA, bool KFB, EpiKind E, int TM>
 __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, const Operand& B,
                        int M, int N, int K, const Epilogue& epi, bool defer = false,
-                       const Handoff& ho = Handoff{}) {
+                       const Handoff& ho = Handoff{}, int layer = 0) {
   constexpr int RT = TM / 4, CT = kTN / 4;        // threads along a tile's rows, columns
   constexpr int KG = kThreads / (RT * CT);        // k-groups: 16 (TM = 16) or 4 (TM = 64)
   constexpr int GK = kChunk / KG;                 // k-offsets per group and chunk
@@ -539,8 +586,23 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     if (ii < mine) {  // issue position p + kStages − 1
       const int k0 = (iw.s * cps + ic) * kChunk, slot = (p + kStages - 1) % kStages;
       const int m0 = iw.tr * TM, j0 = iw.tc * kTN;
-      copy_chunk<KFA, TM>(A, avec, M, m0, K, k0, sm.a[slot]);
+      // The head's rows m0.. or k0.. (before B too: a weight gradient's B,
+      // act[l − 1], is only known complete through them).
+      if (ho.rows)
+        wait_rows(ho.rows, ho.rows_along_k ? k0 : m0,
+                  ho.rows_along_k ? min(k0 + kChunk, K) : min(m0 + TM, M), net.n);
       copy_chunk<KFB, kTN>(B, bvec, N, j0, K, k0, sm.b[slot]);
+      if (E == kEpiForward && ho.ready) {  // the previous layer's rows m0.., columns k0..k0 + 63
+        if (tid == 0) {
+          constexpr int kCT = kChunk / kTN;  // 16-column tiles a chunk
+          const int g = k0 / kChunk, want = min(kCT, (K + kTN - 1) / kTN - g * kCT);
+          const int* c = ho.ready + iw.tr * chunks + g;
+          while (load_acquire(c) < want) {
+          }
+        }
+        __syncthreads();
+      }
+      copy_chunk<KFA, TM>(A, avec, M, m0, K, k0, sm.a[slot]);
       if (ep_ring && ic == ilen - 1) copy_epilogue<E, TM>(epi, evec, M, N, m0, j0, sm.ep[slot]);
       if (++ic == ilen && ++ii < mine) {
         ic = 0;
@@ -573,7 +635,14 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     }
     if (++cc < clen) continue;
     // The item is summed: reduce the groups in order, then finish or hand over.
-    const int t = cw.tile(), s = cw.s, tc = cw.tc;
+    const int t = cw.tile(), s = cw.s, tc = cw.tc, tr = cw.tr;
+    auto signal_done = [&]() {  // block-uniform; after the item's results are written
+      if (E == kEpiForward && ho.done) {
+        __syncthreads();
+        const int per_row = (tn + ho.done_tiles - 1) / ho.done_tiles;
+        if (tid == 0) add_release(ho.done + tr * per_row + tc / ho.done_tiles, 1);
+      }
+    };
     const int m0 = cw.tr * TM, j0 = cw.tc * kTN;
     if (++ci < mine) {
       cc = 0;
@@ -612,16 +681,21 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
         const int e = tid + c * kThreads, m = m0 + e / kTN, jj = j0 + e % kTN;
         if (m < M && jj < N) finish<E>(epi, net, ep, m0, j0, m, jj, v[c]);
       }
+      signal_done();
       trace(net, sm, kTrFinished);
       continue;
     }
-    float* part = net.ws + (long long)t * S * kElems;
+    float* part = net.ws + net.ws0[layer] + (long long)t * S * kElems;
+    int* count = net.tile_count + net.tc0[layer] + t;
 #pragma unroll
     for (int c = 0; c < kPer; ++c) part[s * kElems + tid + c * kThreads] = v[c];
-    if (defer) continue;  // the next phase adds the splits (head_row)
+    if (defer) {  // the head adds the splits (head_row)
+      signal_done();
+      continue;
+    }
     __syncthreads();
     trace(net, sm, kTrPartial);
-    if (tid == 0) sm.flag = atomic_add_acq_rel(&net.tile_count[t], 1) == S - 1;
+    if (tid == 0) sm.flag = atomic_add_acq_rel(count, 1) == S - 1;
     __syncthreads();
     trace(net, sm, kTrCounted);
     if (sm.flag) {  // block-uniform: this block completed the tile
@@ -640,7 +714,8 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
           if (q < S) v += pv[c][q];
         if (m < M && jj < N) finish<E>(epi, net, nullptr, m0, j0, m, jj, v);
       }
-      if (tid == 0) net.tile_count[t] = 0;  // ready for the next phase
+      if (tid == 0) *count = 0;  // ready for the next step
+      signal_done();
       trace(net, sm, kTrFinished);
     }
   }
@@ -714,7 +789,11 @@ __device__ void gather(const Net& net, const int32_t* idx, int count, int buf, l
 // trip to L2 for all.
 constexpr int kHeadStage = kStages * (kSlotA + kSlotB);  // sm.a and sm.b, adjacent
 
-__device__ void head_row(const Net& net, Smem& sm, int r, int S) {
+// With `ready` (Net::head_chain) the row's forward items are waited for here,
+// by count, once W[L−1]'s copy is on its way: ready[r / 16] reaches `want`.
+// With rows_done, the row is counted there once written (a count per 16 rows).
+__device__ void head_row(const Net& net, Smem& sm, int r, int S, const int* ready = nullptr,
+                         int want = 0, int* rows_done = nullptr) {
   const int tid = int(threadIdx.x), lane = tid % 32, wp = tid / 32;
   const int L = net.L, K = net.d[L - 1], C = net.d[L];
   float* act = net.act[L - 2] + (long long)r * K;
@@ -722,8 +801,15 @@ __device__ void head_row(const Net& net, Smem& sm, int r, int S) {
   const float* W = net.w[L - 1];
   const bool staged = (long long)C * K + K <= kHeadStage;  // block-uniform
   float* stage = &sm.a[0][0];  // a and b are adjacent and idle in this phase
-  if (staged) {
+  if (staged)
     for (int i = tid; i < C * K; i += kThreads) cp_async4(stage + i, W + i, true);
+  if (ready) {
+    if (tid == 0)
+      while (load_acquire(ready + r / kTMShort) < want) {
+      }
+    __syncthreads();
+  }
+  if (staged) {
     if (S == 1)
       for (int i = tid; i < K; i += kThreads) cp_async4(stage + C * K + i, h + i, true);
     cp_commit();
@@ -734,7 +820,8 @@ __device__ void head_row(const Net& net, Smem& sm, int r, int S) {
     for (int k = tid; k < K; k += kThreads) {
       constexpr int kTile = kTMShort * kTN;
       const long long tile = (r / kTMShort) * tn + k / kTN;
-      const float* part = net.ws + tile * S * kTile + (r % kTMShort) * kTN + k % kTN;
+      const float* part =
+          net.ws + net.ws0[L - 2] + tile * S * kTile + (r % kTMShort) * kTN + k % kTN;
       float pv[kMaxSplit];
 #pragma unroll
       for (int q = 0; q < kMaxSplit; ++q) pv[q] = q < S ? __ldcg(part + q * kTile) : 0.0f;
@@ -811,6 +898,7 @@ __device__ void head_row(const Net& net, Smem& sm, int r, int S) {
     dh[k] = h[k] > 0.0f ? s : 0.0f;
   }
   __syncthreads();  // sm.z, sm.flag and the stage are reused by the block's next sample
+  if (rows_done && tid == 0) add_release(rows_done + r / kTMShort, 1);
 }
 
 // Development aid: with a non-null net.times, block 0 stamps the global timer
@@ -847,31 +935,54 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   }
   stamp(net, ts);
 
-  // Forward through the hidden layers.
+  const int G = int(gridDim.x), b = int(blockIdx.x);
+  // Forward through the hidden layers: chained by counts (net.chain), or a
+  // grid barrier after each.
   for (int l = 0; l < L - 1; ++l) {
+    const bool last = l == L - 2;
+    const int tn = (net.d[l + 1] + kTN - 1) / kTN;
+    Handoff ho;
+    if (net.chain) {  // grid-uniform
+      if (l > 0) ho.ready = net.counts + net.rd0[l - 1];
+      if (!last || net.head_chain) {
+        ho.done = net.counts + net.rd0[l];
+        ho.done_tiles = last ? tn : kChunk / kTN;
+      }
+    }
     product<true, true, kEpiForward, kTMShort>(
         net, sm, 0, Operand{l == 0 ? x : net.act[l - 1], net.d[l]}, Operand{net.w[l], net.d[l]},
         n, net.d[l + 1], net.d[l],
-        Epilogue{net.act[l], net.d[l + 1], net.b[l], nullptr, nullptr, nullptr}, l == L - 2);
-    barrier();
+        Epilogue{net.act[l], net.d[l + 1], net.b[l], nullptr, nullptr, nullptr}, last, ho, l);
+    if (!net.chain || (last && !net.head_chain)) barrier();
     stamp(net, ts);
   }
 
   // The output layer, the loss and the first input gradient, a block per
-  // sample; blocks left over gather the next batch.
-  for (int r = int(blockIdx.x); r < n; r += int(gridDim.x))
-    head_row(net, sm, r, net.head_splits);
-  const bool spare = int(gridDim.x) > n;  // grid-uniform
-  if (spare && net.next_idx && int(blockIdx.x) >= n)
-    gather(net, net.next_idx, net.next_n, net.cur ^ 1,
-           (long long)(int(blockIdx.x) - n) * kThreads + threadIdx.x,
-           (long long)(int(gridDim.x) - n) * kThreads);
-  barrier();
+  // sample; blocks left over gather the next batch. With head_chain the head
+  // rows run on the last n blocks, which the last forward layer's items leave
+  // free, each as soon as its rows are written; else on blocks 0.. after a
+  // barrier.
+  // (One call site each for head_row and gather: the code is large.)
+  const int hb = net.head_chain ? G - n : 0;  // the first head block
+  const int* ready = net.head_chain ? net.counts + net.rd0[L - 2] : nullptr;
+  const int want = ((net.d[L - 1] + kTN - 1) / kTN) * net.head_splits;  // a row tile's items
+  // With the chain, the middle layer's backward below starts on each block
+  // as soon as the rows it needs are done, counted in head_rows.
+  const bool back_chain = net.chain && L >= 3;  // grid-uniform
+  int* head_rows = back_chain ? net.counts + net.hr0 : nullptr;
+  for (int r = b - hb; r >= 0 && r < n; r += G)
+    head_row(net, sm, r, net.head_splits, ready, want, head_rows);
+  const int gb = net.head_chain ? 0 : n, ge = net.head_chain ? hb : G;  // the gathering blocks
+  const bool spare = ge > gb;  // grid-uniform: blocks gather the next batch here
+  if (spare && net.next_idx && b >= gb && b < ge)
+    gather(net, net.next_idx, net.next_n, net.cur ^ 1, (long long)(b - gb) * kThreads + threadIdx.x,
+           (long long)(ge - gb) * kThreads);
+  if (!back_chain) barrier();
   stamp(net, ts);
 
   // Element-wise jobs run on the last blocks (which get the fewest tiles),
   // each job on blocks of its own, so that their round trips overlap.
-  const int G = int(gridDim.x), tail = G / 4, q = tail / 4, b = int(blockIdx.x);
+  const int tail = G / 4, q = tail / 4;
   const bool split_jobs = q >= 1;  // grid-uniform; else every job on every block
   auto job = [&](int b0, int b1, long long& first, long long& stride) {
     if (!split_jobs) {
@@ -888,21 +999,26 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   // Backward through the middle layers.
   for (int l = L - 2; l >= 1; --l) {
     const int out = net.d[l + 1], in = net.d[l];
-    // The bias gradient and update: b[l] was last read by this step's forward.
-    if (job(G - tail, G, jf, js)) bias_grads(net, l, true, jf, js);
+    const int* rows = l == L - 2 ? head_rows : nullptr;  // else after a barrier
+    // The bias gradient and update: b[l] was last read by this step's forward
+    // (and by the head: all its rows are done).
+    if (job(G - tail, G, jf, js)) {
+      if (rows) wait_rows(rows, 0, n, n);
+      bias_grads(net, l, true, jf, js);
+    }
     // dpre[l−1] = (dpre[l]·W[l]) ⊙ (act[l−1] > 0): A(m, k) = dpre[l][m][k], B(i, k) = W[l][k][i]
-    int* cols = net.cols_done + net.col0[l];
+    int* cols = net.counts + net.col0[l];
     const int first = product<true, false, kEpiMasked, kTMShort>(
         net, sm, 0, Operand{net.dpre[l], out}, Operand{net.w[l], in}, n, in, out,
         Epilogue{net.dpre[l - 1], in, nullptr, net.act[l - 1], nullptr, nullptr}, false,
-        Handoff{cols, nullptr, 0});
+        Handoff{cols, nullptr, 0, nullptr, nullptr, 1, rows, false});
     // gW[l] = dpre[l]ᵀ·act[l−1]: A(j, r) = dpre[l][r][j], B(i, r) = act[l−1][r][i], with the
     // update of W[l]: each tile waits for all the input gradient's items of its column
     // tile (`first` items over that product's column tiles) to have read W[l].
     product<false, false, kEpiGradSgd, kTMShort>(
         net, sm, first, Operand{net.dpre[l], out}, Operand{net.act[l - 1], in}, out, in, n,
         Epilogue{net.gw[l], in, nullptr, nullptr, net.w[l], net.vw[l]}, false,
-        Handoff{nullptr, cols, first / ((in + kTN - 1) / kTN)});
+        Handoff{nullptr, cols, first / ((in + kTN - 1) / kTN), nullptr, nullptr, 1, rows, true});
     barrier();
     stamp(net, ts);
   }
@@ -915,7 +1031,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   if (job(G - tail, G - tail + q, jf, js)) bias_grads(net, 0, true, jf, js);
   if (job(G - tail + q, G - tail + 2 * q, jf, js)) bias_grads(net, L - 1, true, jf, js);
   if (job(G - tail + 2 * q, G - 1, jf, js))  // the handoff counts, for the next step
-    for (long long i = jf; i < net.cols_total; i += js) net.cols_done[i] = 0;
+    for (long long i = jf; i < net.counts_total; i += js) net.counts[i] = 0;
   if (blockIdx.x == gridDim.x - 1) {  // block-uniform: the batch's loss, in a fixed order
     double s = 0.0;
     int c = 0;
@@ -961,7 +1077,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
 struct MlpStep::State {
   Net net;
   int blocks = 0, max_batch = 0;
-  Tensor acts, dpres, loss, correct, x, y, ws, tile_count, arrived, cols_done;
+  Tensor acts, dpres, loss, correct, x, y, ws, tile_count, arrived, counts;
   // Which samples the previous run gathered for its successor, into x[buf].
   struct Ready {
     bool valid = false;
@@ -1025,13 +1141,16 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   const size_t xs = round4(size_t(d.max_batch) * size_t(d.dims[0]));
   s_->x = floats(2 * xs);
   s_->y = Tensor::empty(Shape(2 * d.max_batch, 1, 1, 1), DType::kI32, Device::kGPU);
-  // The split workspace: the largest forward product's tiles.
-  size_t most_tiles = 1;
-  for (int l = 1; l < L; ++l)
-    most_tiles = std::max(most_tiles, size_t((d.max_batch + kTMShort - 1) / kTMShort) *
-                                          size_t((d.dims[l] + kTN - 1) / kTN));
-  s_->ws = floats(most_tiles * kMaxSplit * kTMShort * kTN);
-  s_->tile_count = Tensor::zeros(Shape(int(most_tiles), 1, 1, 1), DType::kI32, Device::kGPU);
+  // The split workspaces and tile counts, one per forward layer.
+  const int row_tiles = (d.max_batch + kTMShort - 1) / kTMShort;
+  int all_tiles = 0;
+  for (int l = 0; l < L - 1; ++l) {
+    net.ws0[l] = (long long)all_tiles * kMaxSplit * kTMShort * kTN;
+    net.tc0[l] = all_tiles;
+    all_tiles += row_tiles * ((d.dims[l + 1] + kTN - 1) / kTN);
+  }
+  s_->ws = floats(size_t(all_tiles) * kMaxSplit * kTMShort * kTN);
+  s_->tile_count = Tensor::zeros(Shape(all_tiles, 1, 1, 1), DType::kI32, Device::kGPU);
   s_->loss = Tensor::empty(Shape(d.max_batch, 1, 1, 1), DType::kF64, Device::kGPU);
   s_->correct = Tensor::empty(Shape(d.max_batch, 1, 1, 1), DType::kI32, Device::kGPU);
   float* ap = s_->acts.data<float>();
@@ -1053,12 +1172,18 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   net.ws = s_->ws.data<float>();
   net.tile_count = s_->tile_count.data<int32_t>();
   for (int l = 1; l < L - 1; ++l) {
-    net.col0[l] = net.cols_total;
-    net.cols_total += (d.dims[l] + kTN - 1) / kTN;
+    net.col0[l] = net.counts_total;
+    net.counts_total += (d.dims[l] + kTN - 1) / kTN;
   }
-  s_->cols_done = Tensor::zeros(Shape(std::max(net.cols_total, 1), 1, 1, 1), DType::kI32,
-                                Device::kGPU);
-  net.cols_done = s_->cols_done.data<int32_t>();
+  for (int l = 0; l < L - 1; ++l) {
+    net.rd0[l] = net.counts_total;
+    net.counts_total += row_tiles * (l < L - 2 ? (d.dims[l + 1] + kChunk - 1) / kChunk : 1);
+  }
+  net.hr0 = net.counts_total;
+  net.counts_total += row_tiles;
+  s_->counts = Tensor::zeros(Shape(std::max(net.counts_total, 1), 1, 1, 1), DType::kI32,
+                             Device::kGPU);
+  net.counts = s_->counts.data<int32_t>();
   s_->arrived = Tensor::zeros(Shape(1, 1, 1, 1), DType::kF64, Device::kGPU);  // a u64 count
   net.arrived = reinterpret_cast<unsigned long long*>(s_->arrived.data<double>());
 
@@ -1076,6 +1201,8 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   s_->max_batch = d.max_batch;
   s_->timing = std::getenv("HPMC_FUSED_TIMING") != nullptr;
   if (const char* t = std::getenv("HPMC_FUSED_TRACE")) s_->trace_path = t;
+  const char* chain = std::getenv("HPMC_FUSED_CHAIN");
+  net.chain = !(chain && std::string(chain) == "0");
 }
 
 MlpStep::~MlpStep() = default;
@@ -1096,6 +1223,7 @@ void MlpStep::run(const uint8_t* images, const int32_t* labels, const int32_t* i
     const int chunks = net.d[L - 2] > kChunk ? (net.d[L - 2] + kChunk - 1) / kChunk : 1;
     int cps = 0;
     item_splits(true, tiles, chunks, s_->blocks, net.head_splits, cps);
+    net.head_chain = net.chain && tiles * net.head_splits + n <= s_->blocks;
   }
   net.images = images;
   net.labels = labels;
