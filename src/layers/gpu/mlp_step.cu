@@ -107,7 +107,8 @@ struct Net {
   long long ws0[kMlpStepMaxLayers] = {};
   int tc0[kMlpStepMaxLayers] = {};
   unsigned long long* arrived = nullptr;  // the grid barrier's count (grid_barrier)
-  // Hand-off counts (Handoff), all 0 between steps (the last phase resets them):
+  // Hand-off counts (Handoff), in two sets: a step uses `counts` (all 0 at its
+  // start) and zeroes `counts_next`, the set its successor uses.
   // * middle layer l's column blocks of 16, from counts + col0[l]: how many of
   //   the input-gradient product's items have read their slice of W[l], so
   //   that the weight-gradient product may update it in the same phase;
@@ -115,13 +116,19 @@ struct Net {
   //   per 16-row tile and 64 columns (the next layer's chunk), the tiles of
   //   it finished; for l = L−2 one per 16-row tile, the items of it written
   //   (head_chain: the head waits for them);
-  // * with `chain`, the head's rows done from counts + hr0, one per 16 rows.
+  // * with `chain`, the head's rows done from counts + hr0, one per 16 rows;
+  // * with `chain` and L ≥ 3, dpre[0]'s columns done from counts + g0, one per
+  //   64 columns: the 16-row × 16-column tiles of them written.
   int* counts = nullptr;
-  int col0[kMlpStepMaxLayers] = {}, rd0[kMlpStepMaxLayers] = {}, hr0 = 0, counts_total = 0;
-  // The forward layers hand over by counts instead of grid barriers, so a
-  // block starts on the next layer as soon as the rows it needs are done; and
-  // (head_chain, when the last hidden layer's items and the batch's head rows
-  // fit the grid side by side) the head blocks wait for their rows the same way.
+  int* counts_next = nullptr;
+  int col0[kMlpStepMaxLayers] = {}, rd0[kMlpStepMaxLayers] = {}, hr0 = 0, g0 = 0;
+  int counts_total = 0;
+  // The phases hand over by counts instead of grid barriers (all but the
+  // barriers between middle layers' backward phases, when there are several),
+  // so a block starts on the next product as soon as the rows it needs are
+  // done; and (head_chain, when the last hidden layer's items and the batch's
+  // head rows fit the grid side by side) the head rows run on blocks of their
+  // own, waiting for their rows the same way.
   int chain = 0, head_chain = 0;
   unsigned long long* times = nullptr;  // development aid, see stamp()
   unsigned long long* trace = nullptr;  // development aid, see trace()
@@ -486,15 +493,20 @@ __host__ __device__ __forceinline__ void item_splits(bool may_split, int tiles, 
 // 16 rows of the batch), an item's A chunk is copied only once the batch rows
 // it covers are all done: A's rows m0.. (an input gradient), or with
 // rows_along_k its k-offsets k0.. (a weight gradient, whose k is the batch).
+// With `groups` (dpre[0]'s columns done, a count per 64), the first layer's
+// weight gradient waits for the columns that are its A's rows.
+//
+// `done` is indexed done[tile row · done_stride + tile column / done_tiles].
 struct Handoff {
   int* signal = nullptr;
   const int* wait = nullptr;
   int target = 0;
   const int* ready = nullptr;
   int* done = nullptr;
-  int done_tiles = 1;
+  int done_tiles = 1, done_stride = 0;
   const int* rows = nullptr;
   bool rows_along_k = false;
+  const int* groups = nullptr;
 };
 
 // Waits, thread 0 then the block, until batch rows [r0, r1) of n are all
@@ -507,6 +519,22 @@ __device__ __forceinline__ void wait_rows(const int* rows, int r0, int r1, int n
       while (load_acquire(rows + t) < want) {
       }
     }
+  __syncthreads();
+}
+
+// Waits, thread 0 then the block, until columns [c0, c1) of an n × N matrix
+// are done in `groups` (a count per 64 columns: its 16 × 16 tiles written).
+// Block-uniform.
+__device__ __forceinline__ void wait_groups(const int* groups, int c0, int c1, int N, int n) {
+  if (threadIdx.x == 0) {
+    const int rt = (n + kTMShort - 1) / kTMShort, tn = (N + kTN - 1) / kTN;
+    constexpr int kCT = kChunk / kTN;
+    for (int g = c0 / kChunk; g * kChunk < c1; ++g) {
+      const int want = rt * min(kCT, tn - g * kCT);
+      while (load_acquire(groups + g) < want) {
+      }
+    }
+  }
   __syncthreads();
 }
 
@@ -586,12 +614,18 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     if (ii < mine) {  // issue position p + kStages − 1
       const int k0 = (iw.s * cps + ic) * kChunk, slot = (p + kStages - 1) % kStages;
       const int m0 = iw.tr * TM, j0 = iw.tc * kTN;
+      // A bias, or the tile's own parameters and momenta, are ready now: they
+      // are copied before any wait (a mask, act[l − 1], only after it).
+      constexpr bool early_ep = E != kEpiMasked;
+      if (early_ep && ep_ring && ic == ilen - 1)
+        copy_epilogue<E, TM>(epi, evec, M, N, m0, j0, sm.ep[slot]);
       // The head's rows m0.. or k0.. (before B too: a weight gradient's B,
       // act[l − 1], is only known complete through them).
       if (ho.rows)
         wait_rows(ho.rows, ho.rows_along_k ? k0 : m0,
                   ho.rows_along_k ? min(k0 + kChunk, K) : min(m0 + TM, M), net.n);
       copy_chunk<KFB, kTN>(B, bvec, N, j0, K, k0, sm.b[slot]);
+      if (ho.groups) wait_groups(ho.groups, m0, min(m0 + TM, M), M, net.n);  // (B: the batch)
       if (E == kEpiForward && ho.ready) {  // the previous layer's rows m0.., columns k0..k0 + 63
         if (tid == 0) {
           constexpr int kCT = kChunk / kTN;  // 16-column tiles a chunk
@@ -603,7 +637,8 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
         __syncthreads();
       }
       copy_chunk<KFA, TM>(A, avec, M, m0, K, k0, sm.a[slot]);
-      if (ep_ring && ic == ilen - 1) copy_epilogue<E, TM>(epi, evec, M, N, m0, j0, sm.ep[slot]);
+      if (!early_ep && ep_ring && ic == ilen - 1)
+        copy_epilogue<E, TM>(epi, evec, M, N, m0, j0, sm.ep[slot]);
       if (++ic == ilen && ++ii < mine) {
         ic = 0;
         iw.next();
@@ -637,10 +672,9 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     // The item is summed: reduce the groups in order, then finish or hand over.
     const int t = cw.tile(), s = cw.s, tc = cw.tc, tr = cw.tr;
     auto signal_done = [&]() {  // block-uniform; after the item's results are written
-      if (E == kEpiForward && ho.done) {
+      if ((E == kEpiForward || E == kEpiMasked) && ho.done) {
         __syncthreads();
-        const int per_row = (tn + ho.done_tiles - 1) / ho.done_tiles;
-        if (tid == 0) add_release(ho.done + tr * per_row + tc / ho.done_tiles, 1);
+        if (tid == 0) add_release(ho.done + tr * ho.done_stride + tc / ho.done_tiles, 1);
       }
     };
     const int m0 = cw.tr * TM, j0 = cw.tc * kTN;
@@ -947,6 +981,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
       if (!last || net.head_chain) {
         ho.done = net.counts + net.rd0[l];
         ho.done_tiles = last ? tn : kChunk / kTN;
+        ho.done_stride = (tn + ho.done_tiles - 1) / ho.done_tiles;
       }
     }
     product<true, true, kEpiForward, kTMShort>(
@@ -966,10 +1001,10 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   const int hb = net.head_chain ? G - n : 0;  // the first head block
   const int* ready = net.head_chain ? net.counts + net.rd0[L - 2] : nullptr;
   const int want = ((net.d[L - 1] + kTN - 1) / kTN) * net.head_splits;  // a row tile's items
-  // With the chain, the middle layer's backward below starts on each block
-  // as soon as the rows it needs are done, counted in head_rows.
-  const bool back_chain = net.chain && L >= 3;  // grid-uniform
-  int* head_rows = back_chain ? net.counts + net.hr0 : nullptr;
+  // With the chain, what follows (the middle layer's backward, or with one
+  // hidden layer the last phase) starts on each block as soon as the rows it
+  // needs are done, counted in head_rows.
+  int* head_rows = net.chain ? net.counts + net.hr0 : nullptr;
   for (int r = b - hb; r >= 0 && r < n; r += G)
     head_row(net, sm, r, net.head_splits, ready, want, head_rows);
   const int gb = net.head_chain ? 0 : n, ge = net.head_chain ? hb : G;  // the gathering blocks
@@ -977,7 +1012,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   if (spare && net.next_idx && b >= gb && b < ge)
     gather(net, net.next_idx, net.next_n, net.cur ^ 1, (long long)(b - gb) * kThreads + threadIdx.x,
            (long long)(ge - gb) * kThreads);
-  if (!back_chain) barrier();
+  if (!net.chain) barrier();
   stamp(net, ts);
 
   // Element-wise jobs run on the last blocks (which get the fewest tiles),
@@ -997,6 +1032,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   long long jf, js;
 
   // Backward through the middle layers.
+  int last_first = 0;
   for (int l = L - 2; l >= 1; --l) {
     const int out = net.d[l + 1], in = net.d[l];
     const int* rows = l == L - 2 ? head_rows : nullptr;  // else after a barrier
@@ -1007,32 +1043,49 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
       bias_grads(net, l, true, jf, js);
     }
     // dpre[l−1] = (dpre[l]·W[l]) ⊙ (act[l−1] > 0): A(m, k) = dpre[l][m][k], B(i, k) = W[l][k][i]
+    // With the chain, dpre[0]'s columns are counted for the last phase.
     int* cols = net.counts + net.col0[l];
+    int* d0_done = net.chain && l == 1 ? net.counts + net.g0 : nullptr;
     const int first = product<true, false, kEpiMasked, kTMShort>(
         net, sm, 0, Operand{net.dpre[l], out}, Operand{net.w[l], in}, n, in, out,
         Epilogue{net.dpre[l - 1], in, nullptr, net.act[l - 1], nullptr, nullptr}, false,
-        Handoff{cols, nullptr, 0, nullptr, nullptr, 1, rows, false});
+        Handoff{cols, nullptr, 0, nullptr, d0_done, kChunk / kTN, 0, rows, false});
     // gW[l] = dpre[l]ᵀ·act[l−1]: A(j, r) = dpre[l][r][j], B(i, r) = act[l−1][r][i], with the
     // update of W[l]: each tile waits for all the input gradient's items of its column
     // tile (`first` items over that product's column tiles) to have read W[l].
-    product<false, false, kEpiGradSgd, kTMShort>(
+    const int end = product<false, false, kEpiGradSgd, kTMShort>(
         net, sm, first, Operand{net.dpre[l], out}, Operand{net.act[l - 1], in}, out, in, n,
         Epilogue{net.gw[l], in, nullptr, nullptr, net.w[l], net.vw[l]}, false,
-        Handoff{nullptr, cols, first / ((in + kTN - 1) / kTN), nullptr, nullptr, 1, rows, true});
-    barrier();
+        Handoff{nullptr, cols, first / ((in + kTN - 1) / kTN), nullptr, nullptr, 1, 0, rows, true});
+    // The blocks that took a second item here start the last phase's items last.
+    if (l == 1) last_first = end % G;
+    if (!net.chain || l > 1) barrier();
     stamp(net, ts);
   }
 
   // The last phase: the next batch (if no block was spare before), the first
   // and last layers' gradients with the update fused in, their biases', and
   // the batch's loss.
+  // With the chain, each waits for what it reads: dpre[0] (from the middle
+  // backward, or with one hidden layer from the head) and the head's rows.
+  const int* d0_groups = net.chain && L >= 3 ? net.counts + net.g0 : nullptr;
+  const int* d0_rows = L == 2 ? head_rows : nullptr;
+  const int d1 = net.d[1];
   if (!spare && net.next_idx)
     gather(net, net.next_idx, net.next_n, net.cur ^ 1, gthread, gthreads);
-  if (job(G - tail, G - tail + q, jf, js)) bias_grads(net, 0, true, jf, js);
-  if (job(G - tail + q, G - tail + 2 * q, jf, js)) bias_grads(net, L - 1, true, jf, js);
-  if (job(G - tail + 2 * q, G - 1, jf, js))  // the handoff counts, for the next step
-    for (long long i = jf; i < net.counts_total; i += js) net.counts[i] = 0;
+  if (job(G - tail, G - tail + q, jf, js)) {
+    if (d0_groups) wait_groups(d0_groups, 0, d1, d1, n);
+    if (d0_rows) wait_rows(d0_rows, 0, n, n);
+    bias_grads(net, 0, true, jf, js);
+  }
+  if (job(G - tail + q, G - tail + 2 * q, jf, js)) {
+    if (head_rows) wait_rows(head_rows, 0, n, n);
+    bias_grads(net, L - 1, true, jf, js);
+  }
+  if (job(G - tail + 2 * q, G - 1, jf, js))  // the next step's hand-off counts
+    for (long long i = jf; i < net.counts_total; i += js) net.counts_next[i] = 0;
   if (blockIdx.x == gridDim.x - 1) {  // block-uniform: the batch's loss, in a fixed order
+    if (head_rows) wait_rows(head_rows, 0, n, n);
     double s = 0.0;
     int c = 0;
     for (int r = int(threadIdx.x); r < n; r += kThreads) {
@@ -1055,15 +1108,17 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
     }
   }
   stamp(net, ts);
-  const int d0 = net.d[0], d1 = net.d[1], dl = net.d[L], dl1 = net.d[L - 1];
-  // gW[0] = dpre[0]ᵀ·X: A(j, r) = dpre[0][r][j], B(i, r) = x[r][i]
+  const int d0 = net.d[0], dl = net.d[L], dl1 = net.d[L - 1];
+  // gW[L−1] = dpre[L−1]ᵀ·act[L−2] (first: its rows, the head's, are done early)
   const int first = product<false, false, kEpiGradSgd, kTMTall>(
-      net, sm, 0, Operand{net.dpre[0], d1}, Operand{x, d0}, d1, d0, n,
-      Epilogue{net.gw[0], d0, nullptr, nullptr, net.w[0], net.vw[0]});
-  // gW[L−1] = dpre[L−1]ᵀ·act[L−2]
+      net, sm, last_first, Operand{net.dpre[L - 1], dl}, Operand{net.act[L - 2], dl1}, dl, dl1,
+      n, Epilogue{net.gw[L - 1], dl1, nullptr, nullptr, net.w[L - 1], net.vw[L - 1]}, false,
+      Handoff{nullptr, nullptr, 0, nullptr, nullptr, 1, 0, head_rows, true});
+  // gW[0] = dpre[0]ᵀ·X: A(j, r) = dpre[0][r][j], B(i, r) = x[r][i]
   product<false, false, kEpiGradSgd, kTMTall>(
-      net, sm, first, Operand{net.dpre[L - 1], dl}, Operand{net.act[L - 2], dl1}, dl, dl1, n,
-      Epilogue{net.gw[L - 1], dl1, nullptr, nullptr, net.w[L - 1], net.vw[L - 1]});
+      net, sm, first, Operand{net.dpre[0], d1}, Operand{x, d0}, d1, d0, n,
+      Epilogue{net.gw[0], d0, nullptr, nullptr, net.w[0], net.vw[0]}, false,
+      Handoff{nullptr, nullptr, 0, nullptr, nullptr, 1, 0, d0_rows, true, d0_groups});
   stamp(net, ts);
   trace(net, sm, kTrEnd);
   if (net.times) {
@@ -1087,6 +1142,7 @@ struct MlpStep::State {
     int n = 0, buf = 0;
     uint64_t version = 0;
   } ready;
+  int parity = 0;  // which set of hand-off counts the next step uses
   bool timing = false;  // HPMC_FUSED_TIMING was set when the step was built
   Tensor times;         // then: the phase stamps of the last step
   std::string trace_path;  // HPMC_FUSED_TRACE: where the 30th step's trace goes
@@ -1181,9 +1237,9 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   }
   net.hr0 = net.counts_total;
   net.counts_total += row_tiles;
-  s_->counts = Tensor::zeros(Shape(std::max(net.counts_total, 1), 1, 1, 1), DType::kI32,
-                             Device::kGPU);
-  net.counts = s_->counts.data<int32_t>();
+  net.g0 = net.counts_total;
+  net.counts_total += (d.dims[1] + kChunk - 1) / kChunk;
+  s_->counts = Tensor::zeros(Shape(2 * net.counts_total, 1, 1, 1), DType::kI32, Device::kGPU);
   s_->arrived = Tensor::zeros(Shape(1, 1, 1, 1), DType::kF64, Device::kGPU);  // a u64 count
   net.arrived = reinterpret_cast<unsigned long long*>(s_->arrived.data<double>());
 
@@ -1252,6 +1308,10 @@ void MlpStep::run(const uint8_t* images, const int32_t* labels, const int32_t* i
     trace = Tensor::zeros(Shape(s_->blocks * kTraceCap * 3, 1, 1, 1), DType::kF64, Device::kGPU);
     net.trace = reinterpret_cast<unsigned long long*>(trace.data<double>());
   }
+  int32_t* counts = s_->counts.data<int32_t>();
+  net.counts = counts + s_->parity * net.counts_total;
+  net.counts_next = counts + (s_->parity ^ 1) * net.counts_total;
+  s_->parity ^= 1;
   void* args[] = {&net};
   HPMC_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(mlp_step_kernel),
                                               dim3(unsigned(s_->blocks)), dim3(kThreads), args,
