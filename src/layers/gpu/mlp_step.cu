@@ -296,6 +296,11 @@ struct Epilogue {
   const float* mask;
   float* param;
   float* mom;  // null without momentum
+  // SGD only, optional: the bias gradient gb[m] = Σ_k A(m, k) of the output
+  // rows m and the SGD update of the bias b[m] (momenta bv[m], or null).
+  float* gb = nullptr;
+  float* b = nullptr;
+  float* bv = nullptr;
 };
 
 // The first `have` (0..4) of src's floats into dst, zeros after them, one
@@ -604,6 +609,7 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
   ItemWalk cw = iw;  // the compute cursor's item
   int ii = 0, ic = 0, ilen = item_len(iw);
   float acc[4][4] = {};
+  float bsum = 0.0f;  // the bias gradient of row m0 + tid (epi.gb)
   int ci = 0, cc = 0, clen = item_len(cw);  // the compute cursor
   for (int p = 1 - kStages; ci < mine; ++p) {
     if (p >= 0) {
@@ -653,6 +659,16 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
       for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+    if constexpr (E == kEpiGradSgd && !KFA) {
+      // The bias gradient: the items of the first column tile add up their A
+      // rows (all of the batch, in k order), a thread a row.
+      if (epi.gb && cw.tc == 0 && tid < TM) {
+        if (cc == 0) bsum = 0.0f;
+        const float* a = sm.a[slot] + tid;
+#pragma unroll 8
+        for (int k = 0; k < kChunk; ++k) bsum += a[k * (TM + 4)];
+      }
+    }
     // Not unrolled: a phase runs this once, so its code arrives in the
     // instruction cache as it runs (docs/fused-step.md); a loop fetches once.
 #pragma unroll 1
@@ -715,6 +731,16 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
         const int e = tid + c * kThreads, m = m0 + e / kTN, jj = j0 + e % kTN;
         if (m < M && jj < N) finish<E>(epi, net, ep, m0, j0, m, jj, v[c]);
       }
+      if constexpr (E == kEpiGradSgd) {
+        if (epi.gb && tc == 0 && tid < TM && m0 + tid < M) {
+          const int m = m0 + tid;
+          float pb = epi.b[m], vb = epi.bv ? epi.bv[m] : 0.0f;
+          epi.gb[m] = bsum;
+          sgd_one(pb, bsum, vb, net);
+          epi.b[m] = pb;
+          if (epi.bv) epi.bv[m] = vb;
+        }
+      }
       signal_done();
       trace(net, sm, kTrFinished);
       continue;
@@ -756,40 +782,6 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
   cp_wait_all();
   __syncthreads();  // the ring and red are free for whatever comes next
   return first + items;
-}
-
-// gb[l][j] = Σ_rows dpre[l][row][j], optionally with the SGD update of b[l].
-// Eight adjacent lanes share a feature: lane q adds rows q, q + 8, ... in
-// order (its loads all in flight at once), then the eight partial sums meet
-// in a fixed butterfly. `first` is this thread's index among `stride`
-// threads (both multiples of 32).
-constexpr int kBiasLanes = 8;
-
-__device__ void bias_grads(const Net& net, int l, bool update, long long first,
-                           long long stride) {
-  const int N = net.d[l + 1], n = net.n;
-  const float* dp = net.dpre[l];
-  const long long span = ((long long)N * kBiasLanes + 31) / 32 * 32;  // whole warps
-  for (long long i = first; i < span; i += stride) {
-    const long long j = i / kBiasLanes;
-    const int q = int(i % kBiasLanes);
-    float s = 0.0f;
-    if (j < N) {
-#pragma unroll 8
-      for (int r = q; r < n; r += kBiasLanes) s += dp[(long long)r * N + j];
-    }
-#pragma unroll
-    for (int off = kBiasLanes / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-    if (j < N && q == 0) {
-      net.gb[l][j] = s;
-      if (update) {
-        float p = net.b[l][j], v = net.vb[l] ? net.vb[l][j] : 0.0f;
-        sgd_one(p, s, v, net);
-        net.b[l][j] = p;
-        if (net.vb[l]) net.vb[l][j] = v;
-      }
-    }
-  }
 }
 
 // Samples idx[0..count) of the dataset into x[buf] as floats (pixel / 255,
@@ -1036,12 +1028,6 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   for (int l = L - 2; l >= 1; --l) {
     const int out = net.d[l + 1], in = net.d[l];
     const int* rows = l == L - 2 ? head_rows : nullptr;  // else after a barrier
-    // The bias gradient and update: b[l] was last read by this step's forward
-    // (and by the head: all its rows are done).
-    if (job(G - tail, G, jf, js)) {
-      if (rows) wait_rows(rows, 0, n, n);
-      bias_grads(net, l, true, jf, js);
-    }
     // dpre[l−1] = (dpre[l]·W[l]) ⊙ (act[l−1] > 0): A(m, k) = dpre[l][m][k], B(i, k) = W[l][k][i]
     // With the chain, dpre[0]'s columns are counted for the last phase.
     int* cols = net.counts + net.col0[l];
@@ -1052,10 +1038,13 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
         Handoff{cols, nullptr, 0, nullptr, d0_done, kChunk / kTN, 0, rows, false});
     // gW[l] = dpre[l]ᵀ·act[l−1]: A(j, r) = dpre[l][r][j], B(i, r) = act[l−1][r][i], with the
     // update of W[l]: each tile waits for all the input gradient's items of its column
-    // tile (`first` items over that product's column tiles) to have read W[l].
+    // tile (`first` items over that product's column tiles) to have read W[l]; and gb[l],
+    // the update of b[l] (last read by this step's forward and head).
     const int end = product<false, false, kEpiGradSgd, kTMShort>(
         net, sm, first, Operand{net.dpre[l], out}, Operand{net.act[l - 1], in}, out, in, n,
-        Epilogue{net.gw[l], in, nullptr, nullptr, net.w[l], net.vw[l]}, false,
+        Epilogue{net.gw[l], in, nullptr, nullptr, net.w[l], net.vw[l], net.gb[l], net.b[l],
+                 net.vb[l]},
+        false,
         Handoff{nullptr, cols, first / ((in + kTN - 1) / kTN), nullptr, nullptr, 1, 0, rows, true});
     // The blocks that took a second item here start the last phase's items last.
     if (l == 1) last_first = end % G;
@@ -1073,16 +1062,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   const int d1 = net.d[1];
   if (!spare && net.next_idx)
     gather(net, net.next_idx, net.next_n, net.cur ^ 1, gthread, gthreads);
-  if (job(G - tail, G - tail + q, jf, js)) {
-    if (d0_groups) wait_groups(d0_groups, 0, d1, d1, n);
-    if (d0_rows) wait_rows(d0_rows, 0, n, n);
-    bias_grads(net, 0, true, jf, js);
-  }
-  if (job(G - tail + q, G - tail + 2 * q, jf, js)) {
-    if (head_rows) wait_rows(head_rows, 0, n, n);
-    bias_grads(net, L - 1, true, jf, js);
-  }
-  if (job(G - tail + 2 * q, G - 1, jf, js))  // the next step's hand-off counts
+  if (job(G - tail, G - 1, jf, js))  // the next step's hand-off counts
     for (long long i = jf; i < net.counts_total; i += js) net.counts_next[i] = 0;
   if (blockIdx.x == gridDim.x - 1) {  // block-uniform: the batch's loss, in a fixed order
     if (head_rows) wait_rows(head_rows, 0, n, n);
@@ -1112,12 +1092,17 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   // gW[L−1] = dpre[L−1]ᵀ·act[L−2] (first: its rows, the head's, are done early)
   const int first = product<false, false, kEpiGradSgd, kTMTall>(
       net, sm, last_first, Operand{net.dpre[L - 1], dl}, Operand{net.act[L - 2], dl1}, dl, dl1,
-      n, Epilogue{net.gw[L - 1], dl1, nullptr, nullptr, net.w[L - 1], net.vw[L - 1]}, false,
+      n,
+      Epilogue{net.gw[L - 1], dl1, nullptr, nullptr, net.w[L - 1], net.vw[L - 1], net.gb[L - 1],
+               net.b[L - 1], net.vb[L - 1]},
+      false,
       Handoff{nullptr, nullptr, 0, nullptr, nullptr, 1, 0, head_rows, true});
   // gW[0] = dpre[0]ᵀ·X: A(j, r) = dpre[0][r][j], B(i, r) = x[r][i]
   product<false, false, kEpiGradSgd, kTMTall>(
       net, sm, first, Operand{net.dpre[0], d1}, Operand{x, d0}, d1, d0, n,
-      Epilogue{net.gw[0], d0, nullptr, nullptr, net.w[0], net.vw[0]}, false,
+      Epilogue{net.gw[0], d0, nullptr, nullptr, net.w[0], net.vw[0], net.gb[0], net.b[0],
+               net.vb[0]},
+      false,
       Handoff{nullptr, nullptr, 0, nullptr, nullptr, 1, 0, d0_rows, true, d0_groups});
   stamp(net, ts);
   trace(net, sm, kTrEnd);
