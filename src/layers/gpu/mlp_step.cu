@@ -4,7 +4,9 @@
 // TM×16, TM = 16 (the forward, input-gradient and middle weight-gradient
 // products) or 64 (the first and last layers' weight gradients: the 320×784
 // first-layer gradient is then 245 tiles, about one per block, instead of
-// 980). Every weight gradient has the SGD update in its epilogue. A block of 256 threads computes a tile: each thread a 4×4
+// 980). Every weight gradient has the SGD update in its epilogue, and the
+// bias gradient and update too (the row sums of its A, which is the layer's
+// dpre). A block of 256 threads computes a tile: each thread a 4×4
 // micro-tile (16 FMAs per 8 floats read from shared memory; 2×2 micro-tiles
 // left the multiply bound by shared-memory wavefronts), the threads in
 // k-groups (16 for TM = 16, 4 for TM = 64) that split each chunk of 64
@@ -22,13 +24,18 @@
 // (pixel / 255, rounded as gather_batch rounds it) into one of two float
 // buffers by the previous step, which knows the next step's samples, in its
 // head phase where most blocks are idle; only a step that follows none
-// gathers its own batch first, behind one more grid barrier. Element-wise
-// jobs (bias gradients and updates, the loss, resetting the hand-off counts)
-// run on the last blocks of the grid, each job on blocks of its own. Blocks
-// hand work over with one release or acquire atomic by one thread (split
-// counts, Handoff, grid_barrier), not with fences by every thread: at a phase's
-// start, what costs is chains of dependent instructions, code not yet in the
-// instruction cache, and round trips (docs/fused-step.md has the traces).
+// gathers its own batch first, behind one more grid barrier. The loss and
+// the resetting of the next step's hand-off counts run on the last blocks.
+//
+// Hand-overs. The products depend on each other row by row, so instead of a
+// grid barrier between phases each block waits only for the rows (or
+// columns) its next item reads, counted as they are written (Handoff, Net's
+// counts): a block starts the next layer while others still finish this
+// one. One release or acquire atomic by one thread hands work over (split
+// counts, hand-off counts, grid_barrier), not fences by every thread: at a
+// phase's start, what costs is chains of dependent instructions, code not yet
+// in the instruction cache, and round trips (docs/fused-step.md has the
+// traces). HPMC_FUSED_CHAIN=0 puts the grid barriers back (same results).
 //
 // Every sum runs in a fixed order, with no floating-point atomics: a step is
 // deterministic. HPMC_FUSED_TIMING=1 in the environment prints the phases'
@@ -1007,8 +1014,8 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   if (!net.chain) barrier();
   stamp(net, ts);
 
-  // Element-wise jobs run on the last blocks (which get the fewest tiles),
-  // each job on blocks of its own, so that their round trips overlap.
+  // The element-wise job (resetting the next step's counts) runs on the last
+  // blocks, which get the fewest tiles.
   const int tail = G / 4, q = tail / 4;
   const bool split_jobs = q >= 1;  // grid-uniform; else every job on every block
   auto job = [&](int b0, int b1, long long& first, long long& stride) {

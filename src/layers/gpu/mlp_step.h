@@ -4,9 +4,11 @@
 // between them and softmax cross-entropy on the last one's output: the shape
 // of configs/mnist_mlp.yaml. At that size a step is ~85 MFLOP but some fifteen
 // kernel launches layer by layer, each costing more than its arithmetic. The
-// fused step is a cooperative kernel: every block stays resident and the
-// phases of the step are separated by grid-wide barriers (a release/acquire
-// arrival count) instead of launches:
+// fused step is a cooperative kernel: every block stays resident, and the
+// phases of the step hand over without launches: each block waits, by
+// release/acquire counts, for just the rows its next work reads (the middle
+// layers' backward phases, when there are several, are separated by
+// grid-wide barriers; HPMC_FUSED_CHAIN=0 puts a barrier between every phase):
 //
 //   F(l), l < L−1   act[l] = relu(in(l)·W[l]ᵀ + b[l])         (in(0) = the batch)
 //   head            per sample: act[L−2] from F(L−2)'s split sums, logits,
