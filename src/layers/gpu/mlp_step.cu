@@ -1036,23 +1036,33 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
     const int out = net.d[l + 1], in = net.d[l];
     const int* rows = l == L - 2 ? head_rows : nullptr;  // else after a barrier
     // dpre[l−1] = (dpre[l]·W[l]) ⊙ (act[l−1] > 0): A(m, k) = dpre[l][m][k], B(i, k) = W[l][k][i]
-    // With the chain, dpre[0]'s columns are counted for the last phase.
+    // Its items count the columns of W[l] they have read and wait for the head's
+    // rows; with the chain, dpre[0]'s columns are counted for the last phase.
     int* cols = net.counts + net.col0[l];
-    int* d0_done = net.chain && l == 1 ? net.counts + net.g0 : nullptr;
+    Handoff in_ho;
+    in_ho.signal = cols;
+    in_ho.rows = rows;
+    if (net.chain && l == 1) {
+      in_ho.done = net.counts + net.g0;
+      in_ho.done_tiles = kChunk / kTN;  // done_stride 0: a count per 64 columns, all rows
+    }
     const int first = product<true, false, kEpiMasked, kTMShort>(
         net, sm, 0, Operand{net.dpre[l], out}, Operand{net.w[l], in}, n, in, out,
-        Epilogue{net.dpre[l - 1], in, nullptr, net.act[l - 1], nullptr, nullptr}, false,
-        Handoff{cols, nullptr, 0, nullptr, d0_done, kChunk / kTN, 0, rows, false});
+        Epilogue{net.dpre[l - 1], in, nullptr, net.act[l - 1], nullptr, nullptr}, false, in_ho);
     // gW[l] = dpre[l]ᵀ·act[l−1]: A(j, r) = dpre[l][r][j], B(i, r) = act[l−1][r][i], with the
     // update of W[l]: each tile waits for all the input gradient's items of its column
     // tile (`first` items over that product's column tiles) to have read W[l]; and gb[l],
     // the update of b[l] (last read by this step's forward and head).
+    Handoff gw_ho;
+    gw_ho.wait = cols;
+    gw_ho.target = first / ((in + kTN - 1) / kTN);
+    gw_ho.rows = rows;
+    gw_ho.rows_along_k = true;
     const int end = product<false, false, kEpiGradSgd, kTMShort>(
         net, sm, first, Operand{net.dpre[l], out}, Operand{net.act[l - 1], in}, out, in, n,
         Epilogue{net.gw[l], in, nullptr, nullptr, net.w[l], net.vw[l], net.gb[l], net.b[l],
                  net.vb[l]},
-        false,
-        Handoff{nullptr, cols, first / ((in + kTN - 1) / kTN), nullptr, nullptr, 1, 0, rows, true});
+        false, gw_ho);
     // The blocks that took a second item here start the last phase's items last.
     if (l == 1) last_first = end % G;
     if (!net.chain || l > 1) barrier();
@@ -1064,9 +1074,13 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   // the batch's loss.
   // With the chain, each waits for what it reads: dpre[0] (from the middle
   // backward, or with one hidden layer from the head) and the head's rows.
-  const int* d0_groups = net.chain && L >= 3 ? net.counts + net.g0 : nullptr;
-  const int* d0_rows = L == 2 ? head_rows : nullptr;
-  const int d1 = net.d[1];
+  Handoff last_ho;  // gW[L−1]: the head's rows
+  last_ho.rows = head_rows;
+  last_ho.rows_along_k = true;
+  Handoff first_ho;  // gW[0]: dpre[0]'s columns (the middle backward's) or rows (the head's)
+  first_ho.groups = net.chain && L >= 3 ? net.counts + net.g0 : nullptr;
+  first_ho.rows = L == 2 ? head_rows : nullptr;
+  first_ho.rows_along_k = true;
   if (!spare && net.next_idx)
     gather(net, net.next_idx, net.next_n, net.cur ^ 1, gthread, gthreads);
   if (job(G - tail, G - 1, jf, js))  // the next step's hand-off counts
@@ -1095,22 +1109,20 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
     }
   }
   stamp(net, ts);
-  const int d0 = net.d[0], dl = net.d[L], dl1 = net.d[L - 1];
+  const int d0 = net.d[0], d1 = net.d[1], dl = net.d[L], dl1 = net.d[L - 1];
   // gW[L−1] = dpre[L−1]ᵀ·act[L−2] (first: its rows, the head's, are done early)
   const int first = product<false, false, kEpiGradSgd, kTMTall>(
       net, sm, last_first, Operand{net.dpre[L - 1], dl}, Operand{net.act[L - 2], dl1}, dl, dl1,
       n,
       Epilogue{net.gw[L - 1], dl1, nullptr, nullptr, net.w[L - 1], net.vw[L - 1], net.gb[L - 1],
                net.b[L - 1], net.vb[L - 1]},
-      false,
-      Handoff{nullptr, nullptr, 0, nullptr, nullptr, 1, 0, head_rows, true});
+      false, last_ho);
   // gW[0] = dpre[0]ᵀ·X: A(j, r) = dpre[0][r][j], B(i, r) = x[r][i]
   product<false, false, kEpiGradSgd, kTMTall>(
       net, sm, first, Operand{net.dpre[0], d1}, Operand{x, d0}, d1, d0, n,
       Epilogue{net.gw[0], d0, nullptr, nullptr, net.w[0], net.vw[0], net.gb[0], net.b[0],
                net.vb[0]},
-      false,
-      Handoff{nullptr, nullptr, 0, nullptr, nullptr, 1, 0, d0_rows, true, d0_groups});
+      false, first_ho);
   stamp(net, ts);
   trace(net, sm, kTrEnd);
   if (net.times) {
