@@ -521,15 +521,25 @@ struct Handoff {
   const int* groups = nullptr;
 };
 
+// Thread 0's wait for a count to reach `want` (an acquire load each time).
+__device__ __forceinline__ void spin_until(const int* c, int want) {
+  while (load_acquire(c) < want) {
+  }
+}
+
+// Waits, thread 0 then the block, until *c reaches want. Block-uniform.
+__device__ __forceinline__ void wait_count(const int* c, int want) {
+  if (threadIdx.x == 0) spin_until(c, want);
+  __syncthreads();
+}
+
 // Waits, thread 0 then the block, until batch rows [r0, r1) of n are all
 // counted in rows (a count per 16 rows: how many of them are done).
 // Block-uniform.
 __device__ __forceinline__ void wait_rows(const int* rows, int r0, int r1, int n) {
   if (threadIdx.x == 0)
     for (int t = r0 / kTMShort; t * kTMShort < r1; ++t) {
-      const int want = min(kTMShort, n - t * kTMShort);
-      while (load_acquire(rows + t) < want) {
-      }
+      spin_until(rows + t, min(kTMShort, n - t * kTMShort));
     }
   __syncthreads();
 }
@@ -542,9 +552,7 @@ __device__ __forceinline__ void wait_groups(const int* groups, int c0, int c1, i
     const int rt = (n + kTMShort - 1) / kTMShort, tn = (N + kTN - 1) / kTN;
     constexpr int kCT = kChunk / kTN;
     for (int g = c0 / kChunk; g * kChunk < c1; ++g) {
-      const int want = rt * min(kCT, tn - g * kCT);
-      while (load_acquire(groups + g) < want) {
-      }
+      spin_until(groups + g, rt * min(kCT, tn - g * kCT));
     }
   }
   __syncthreads();
@@ -640,14 +648,9 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
       copy_chunk<KFB, kTN>(B, bvec, N, j0, K, k0, sm.b[slot]);
       if (ho.groups) wait_groups(ho.groups, m0, min(m0 + TM, M), M, net.n);  // (B: the batch)
       if (E == kEpiForward && ho.ready) {  // the previous layer's rows m0.., columns k0..k0 + 63
-        if (tid == 0) {
-          constexpr int kCT = kChunk / kTN;  // 16-column tiles a chunk
-          const int g = k0 / kChunk, want = min(kCT, (K + kTN - 1) / kTN - g * kCT);
-          const int* c = ho.ready + iw.tr * chunks + g;
-          while (load_acquire(c) < want) {
-          }
-        }
-        __syncthreads();
+        constexpr int kCT = kChunk / kTN;  // 16-column tiles a chunk
+        const int g = k0 / kChunk;
+        wait_count(ho.ready + iw.tr * chunks + g, min(kCT, (K + kTN - 1) / kTN - g * kCT));
       }
       copy_chunk<KFA, TM>(A, avec, M, m0, K, k0, sm.a[slot]);
       if (!early_ep && ep_ring && ic == ilen - 1)
@@ -727,10 +730,7 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     trace(net, sm, kTrSummed);
     if (S == 1) {
       if (ho.wait) {
-        if (tid == 0)
-          while (load_acquire(&ho.wait[tc]) < ho.target) {
-          }
-        __syncthreads();
+        wait_count(&ho.wait[tc], ho.target);
       }
       const float* ep = ep_ring ? &sm.ep[slot][0][0] : nullptr;
 #pragma unroll
@@ -836,12 +836,7 @@ __device__ void head_row(const Net& net, Smem& sm, int r, int S, const int* read
   float* stage = &sm.a[0][0];  // a and b are adjacent and idle in this phase
   if (staged)
     for (int i = tid; i < C * K; i += kThreads) cp_async4(stage + i, W + i, true);
-  if (ready) {
-    if (tid == 0)
-      while (load_acquire(ready + r / kTMShort) < want) {
-      }
-    __syncthreads();
-  }
+  if (ready) wait_count(ready + r / kTMShort, want);
   if (staged) {
     if (S == 1)
       for (int i = tid; i < K; i += kThreads) cp_async4(stage + C * K + i, h + i, true);
