@@ -9,7 +9,12 @@
 // (channel-major) or tap (tap-major GEMM_K; for the weight gradient, tap-major
 // columns).
 //
-//   hpmc_conv_bench [batch=64] [reps=20]
+// It then times the upsample fold (implicit::upconv_*, conv2d_kernels.h) on
+// conv4 of the autoencoder (up1 → conv4: 128 → 256 channels, 8×8 → 16×16):
+// its three passes by plan, next to the unfolded conv4 on the upsampled map.
+// TFLOP/s there count the multiply-adds the fold executes (4/9 of conv4's).
+//
+//   hpmc_conv_bench [batch=64] [reps=20] [only]     only: "fold" times the fold alone
 //
 // Each figure: the median over 5 trials of `reps` back-to-back calls, timed
 // with CUDA events after 3 warm-up calls, in ms per call, and TFLOP/s counting
@@ -115,6 +120,7 @@ int main(int argc, char** argv) {
   std::printf("hpmc_conv_bench: %s, %d SMs, batch %d, %d calls per trial\n", prop.name,
               prop.multiProcessorCount, batch, reps);
 
+  const bool fold_only = argc > 3 && std::string(argv[3]) == "fold";
   const Layer layers[] = {{"conv1", 3, 32, 256},
                           {"conv2", 256, 16, 128},
                           {"conv3", 128, 8, 128},
@@ -122,6 +128,7 @@ int main(int argc, char** argv) {
   const char* pass_names[] = {"fwd", "dgrad", "wgrad"};
   std::vector<Best> summary;
   for (const Layer& l : layers) {
+    if (fold_only) break;
     const Conv2dShape s = make_conv2d_shape(batch, l.C, l.HW, l.HW, l.K, 3, 3, 1, 1);
     const size_t nx = size_t(batch) * s.in_sample(), ny = size_t(batch) * s.out_sample();
     float* x = dev_random(nx, 1);
@@ -182,6 +189,51 @@ int main(int argc, char** argv) {
             std::printf("   %-12s %.4f ms  %.1f TF\n", name, ms, gflop / ms);
             if (ms < best.best_ms) best.best_ms = ms, best.best = name;
           }
+      summary.push_back(best);
+    }
+    for (float* p : {x, w, b, dy, y, dx, dw, db}) cudaFree(p);
+  }
+  {  // the upsample fold on conv4
+    const Layer& l = layers[3];
+    const Conv2dShape s = make_conv2d_shape(batch, l.C, l.HW, l.HW, l.K, 3, 3, 1, 1);
+    const size_t nlow = size_t(batch) * s.in_sample() / 4, ny = size_t(batch) * s.out_sample();
+    float* x = dev_random(nlow, 11);
+    float* w = dev_random(s.weight_count(), 12);
+    float* b = dev_random(size_t(s.K), 13);
+    float* dy = dev_random(ny, 14);
+    float* y = dev_random(ny, 15);
+    float* dx = dev_random(nlow, 16);
+    float* dw = dev_random(s.weight_count(), 17);
+    float* db = dev_random(size_t(s.K), 18);
+    const double gflop = 2.0 * double(batch) * s.P * s.Q * s.K * s.C * 4 * 1e-9;
+    for (int pi = 0; pi < 3; ++pi) {
+      const ConvPass pass = ConvPass(pi);
+      std::function<void()> def;
+      if (pass == ConvPass::kForward)
+        def = [&] { gpu::implicit::upconv_forward(s, x, w, b, y, true); };
+      else if (pass == ConvPass::kBackwardData)
+        def = [&] { gpu::implicit::upconv_backward_data(s, dy, w, x, dx); };
+      else def = [&] { gpu::implicit::upconv_backward_params(s, x, dy, dw, db); };
+      const ConvPlan dp = plan_upconv(s, pass);
+      const double def_ms = time_ms(def, reps);
+      std::printf("conv4-fold %-5s  default %s/%d  %.4f ms  %.1f TF\n", pass_names[pi],
+                  tile_name(dp.tile), dp.splits, def_ms, gflop / def_ms);
+      Best best{std::string("conv4-fold ") + pass_names[pi], def_ms, 1e30, ""};
+      for (Tile t : {Tile::kL, Tile::kM, Tile::kS, Tile::kWL, Tile::kWQ, Tile::kWN, Tile::kWM})
+        for (int sp : {1, 2, 4, 8, 16}) {
+          const ConvPlan p = make_upconv_plan(s, pass, t, sp);
+          std::function<void()> f;
+          if (pass == ConvPass::kForward)
+            f = [&] { upconv_forward_planned(s, p, x, w, b, y, true); };
+          else if (pass == ConvPass::kBackwardData)
+            f = [&] { upconv_backward_data_planned(s, p, dy, w, x, dx); };
+          else f = [&] { upconv_weight_grad_planned(s, p, x, dy, dw); };
+          const double ms = time_ms(f, reps);
+          char name[64];
+          std::snprintf(name, sizeof name, "%s/%d", tile_name(t), p.splits);
+          std::printf("   %-12s %.4f ms  %.1f TF\n", name, ms, gflop / ms);
+          if (ms < best.best_ms) best.best_ms = ms, best.best = name;
+        }
       summary.push_back(best);
     }
     for (float* p : {x, w, b, dy, y, dx, dw, db}) cudaFree(p);

@@ -94,11 +94,33 @@
 // K ≤ 4 output channels (choose_thin, implicit_plan.h) skip the GEMM engine for the
 // kernels of conv2d_thin.cu, in all three passes; they share the workspace below.
 //
+// ---- upsample fold (implicit::upconv_*, implicit_upconv_kernels.cuh) ------------------
+// A nearest ×2 upsample followed by a 3×3 pad-1 stride-1 convolution: output pixel
+// (2i+py, 2j+px) reads only the 3×3 low-resolution pixels around (i, j), and of
+// them only a 2×2 window per parity p = (py, px), with filter taps summed where
+// two upsampled pixels copy the same low-resolution one. So each parity is a
+// 2×2 convolution of x_low with summed filters Wc_p, and the three passes are
+// GEMMs over the low-resolution pixels with 4 taps instead of 9:
+//   forward         per parity (blockIdx.z): GEMM_M = N·h·w, GEMM_N = K, GEMM_K = 4·C
+//                   (tap-major), written to y[n][ko][2i+py][2j+px] (FoldOut)
+//   backward_data   GEMM_M = N·h·w, GEMM_N = C, GEMM_K = 16·K: for each parity and
+//                   tap the output pixel that read (i, j) — the upsample's backward
+//                   (the sum over each 2×2 block) included; a ReLU's mask optional
+//   backward_params per parity: GEMM_M = K, GEMM_N = 4·C, GEMM_K = N·h·w; the
+//                   4·splits slices go to the workspace and upconv_wgrad_reduce_kernel
+//                   adds, for each 3×3 tap, the one parity tap it landed in, in double
+// Wc_p is computed per call from w (upconv_weights_kernel: sums of 1, 2 or 4
+// weights in double, rounded once). Every product is an FP32 FMA; the results
+// differ from the unfolded passes by rounding (the forward and backward_data
+// multiply by a rounded sum where the unfolded pass adds two products; the
+// weight gradient adds the same products in another order).
+
 // ---- files -------------------------------------------------------------------------
 // implicit_gemm_core.cuh    the tiled, multi-stage, register-blocked main loop, the
 //                           async copies, the matrix loaders and the row-major epilogue
 // implicit_gemm_wide.cuh    the warp-tiled main loop with 8×16 thread tiles
 // implicit_conv_kernels.cuh the conv loaders and epilogue, and every __global__ kernel
+// implicit_upconv_kernels.cuh the upsample fold's loaders, epilogue and kernels
 // implicit_plan.h           tile choice, split-K plans, GEMM_K order (pure host code,
 //                           unit-tested)
 // implicit_conv.h           the GEMM path with an explicit plan (tests, benchmark)
@@ -113,6 +135,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <type_traits>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
@@ -124,6 +147,7 @@
 #include "layers/gpu/implicit_conv_kernels.cuh"
 #include "layers/gpu/implicit_gemm_core.cuh"
 #include "layers/gpu/implicit_plan.h"
+#include "layers/gpu/implicit_upconv_kernels.cuh"
 
 namespace hpmc::gpu {
 
@@ -241,7 +265,7 @@ void check_shape(const Conv2dShape& s) {
 }
 
 ConvOut make_conv_out(float* out, const float* bias, long long M, int Nch, int plane,
-                      long long split_stride, bool relu = false) {
+                      long long split_stride, bool relu = false, const float* mask = nullptr) {
   ConvOut e{};
   e.out = out;
   e.bias = bias;
@@ -250,8 +274,9 @@ ConvOut make_conv_out(float* out, const float* bias, long long M, int Nch, int p
   e.Nch = Nch;
   e.plane = plane;
   e.fplane = FastDiv(plane);
-  e.vec = plane % 4 == 0 && aligned16(out);
+  e.vec = plane % 4 == 0 && aligned16(out) && (!mask || aligned16(mask));
   e.relu = relu;
+  e.mask = mask;
   return e;
 }
 
@@ -329,11 +354,20 @@ void relayout_weights(const ConvArgs& a, const float* w, bool for_dgrad, float* 
                                    : "implicit conv2d forward (weight re-layout)");
 }
 
+// db += Σ dy per output channel (bias_grad_kernel).
+void add_bias_grad(const ConvArgs& a, const float* dy, float* db, const char* what) {
+  const bool vec = a.PQ % 4 == 0 && aligned16(dy);
+  bias_grad_kernel<<<unsigned(a.K), kBiasThreads>>>(a, dy, vec, FastDiv(vec ? a.PQ / 4 : a.PQ),
+                                                     db);
+  HPMC_CUDA_LAUNCH_CHECK(what);
+}
+
 // out = Σ of the split slices (+ bias), for forward and backward_data.
 void reduce_out_slices(const float* ws, int splits, long long count, int plane, int Nch,
-                       const float* bias, bool relu, float* out, const char* what) {
+                       const float* bias, bool relu, float* out, const char* what,
+                       const float* mask = nullptr) {
   splitk_out_kernel<<<grid_stride_blocks(count), 256>>>(ws, splits, count, plane, Nch, bias, relu,
-                                                        out);
+                                                        mask, out);
   HPMC_CUDA_LAUNCH_CHECK(what);
 }
 
@@ -532,6 +566,340 @@ void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const flo
   }
 }
 
+// ---- the upsample fold (implicit_upconv_kernels.cuh) ------------------------------------
+
+namespace {
+
+UpArgs make_up_args(const Conv2dShape& s) {
+  UpArgs a{};
+  a.N = s.N, a.C = s.C, a.K = s.K, a.H = s.H, a.W = s.W;
+  a.h = s.H / 2, a.w = s.W / 2;
+  a.hw = a.h * a.w;
+  a.HW = s.H * s.W;
+  a.M = int((long long)s.N * a.hw);
+  a.fhw = FastDiv(a.hw);
+  a.fw = FastDiv(a.w);
+  return a;
+}
+
+// The shape of a 3×3 pad-1 stride-1 convolution of a ×2 upsampled map.
+bool upconv_shape(const Conv2dShape& s) {
+  return s.R == 3 && s.S == 3 && s.stride == 1 && s.pad == 1 && s.H > 0 && s.W > 0 &&
+         s.H % 2 == 0 && s.W % 2 == 0 && s.P == s.H && s.Q == s.W && s.N >= 0 && s.C > 0;
+}
+// The GEMM fold: the tap-major loaders' channel counts, and not thin.
+bool upconv_gemm_applies(const Conv2dShape& s) {
+  return upconv_shape(s) && s.C % 8 == 0 && s.K % 8 == 0 && s.K > kThinMaxK;
+}
+// The thin fold (upconv_thin_* kernels): 1 ≤ K ≤ 4, any C.
+bool upconv_thin_applies(const Conv2dShape& s) {
+  return upconv_shape(s) && s.K >= 1 && s.K <= kThinMaxK;
+}
+
+// The shape checks of every GEMM fold pass; throws where it does not apply.
+UpArgs checked_up_args(const Conv2dShape& s) {
+  check_shape(s);
+  if (!upconv_gemm_applies(s))
+    throw RuntimeError(str("implicit conv2d: the upsample fold does not apply to C=", s.C, " K=", s.K,
+                           " ", s.R, "x", s.S, " stride=", s.stride, " pad=", s.pad, " on ", s.H,
+                           "x", s.W, " (it needs 3x3, stride 1, pad 1, an even map, C % 8 == 0, "
+                           "K % 8 == 0 and K > ", kThinMaxK, ")"));
+  check_extent("16·K·C", 16ll * s.K * s.C);
+  check_extent("4·K·C", 4ll * s.K * s.C);
+  return make_up_args(s);
+}
+
+// GEMM_M, GEMM_N of the pass (per parity for forward and the weight gradient).
+void up_extents(const Conv2dShape& s, ConvPass pass, long long& M, long long& N) {
+  const long long low = (long long)s.N * (s.H / 2) * (s.W / 2);
+  switch (pass) {
+    case ConvPass::kForward: M = low, N = s.K; return;
+    case ConvPass::kBackwardData: M = low, N = s.C; return;
+    case ConvPass::kWeightGrad: M = s.K, N = 4ll * s.C; return;
+  }
+}
+
+void check_upconv_plan(const Conv2dShape& s, ConvPass pass, const ConvPlan& p) {
+  const int kt = std::max(upconv_ktiles(s, pass), 1);
+  const int parities = pass == ConvPass::kBackwardData ? 1 : 4;
+  if (p.splits < 1 || p.tps < 1 || (long long)(p.splits - 1) * p.tps >= kt ||
+      (long long)p.splits * p.tps < kt || (long long)p.splits * parities > 65535)
+    throw RuntimeError(str("implicit conv2d: bad upsample-fold split plan (", p.splits,
+                           " slices of ", p.tps, " k-tiles for ", kt, ")"));
+}
+
+// The parities' summed filters (upconv_weights_kernel) into out[16·K·C].
+void fold_weights(const UpArgs& a, const float* w, bool for_dgrad, float* out) {
+  const dim3 grid(unsigned((a.C + kFoldTile - 1) / kFoldTile),
+                  unsigned((a.K + kFoldTile - 1) / kFoldTile));
+  upconv_weights_kernel<<<grid, 256>>>(w, a.K, a.C, for_dgrad, out);
+  HPMC_CUDA_LAUNCH_CHECK(for_dgrad ? "upsample fold backward_data (summed filters)"
+                                   : "upsample fold forward (summed filters)");
+}
+
+}  // namespace
+
+int upconv_ktiles(const Conv2dShape& s, ConvPass pass) {
+  switch (pass) {
+    case ConvPass::kForward: return ktiles_of(4ll * s.C);
+    case ConvPass::kBackwardData: return ktiles_of(16ll * s.K);
+    case ConvPass::kWeightGrad: return ktiles_of((long long)s.N * (s.H / 2) * (s.W / 2));
+  }
+  return 1;
+}
+
+// Forward: the four parities' blocks together are one GEMM of 4·M rows for the
+// plain forward's split rule, and choose_tile's pick (on the H100 at batch 64,
+// conv4: L 0.138 ms, WL 0.141, M 0.172; every split slower). Backward data:
+// as many slices as fill two 128×128 blocks per SM on kPlanSMs SMs, of at least
+// kWideMinTiles k-tiles, at most kMaxOutSplits, on WL where the slices are that
+// long (conv4: WL/8 0.116 ms, WL/4 0.124, L/4 0.126, M/4 0.153). Weight
+// gradient: the plain weight gradient's split rule with the four parities'
+// tiles counted, choose_tile's pick (conv4: L/8 0.153 ms; WM/8 0.146, WN/8
+// 0.152, L/4 0.175). hpmc_conv_bench times them all.
+ConvPlan plan_upconv(const Conv2dShape& s, ConvPass pass) {
+  long long M = 0, N = 0;
+  up_extents(s, pass, M, N);
+  const int kt = upconv_ktiles(s, pass);
+  ConvPlan p;
+  switch (pass) {
+    case ConvPass::kForward:
+      choose_out_splits(4 * M, N, kt, p.splits, p.tps);
+      p.tile = choose_tile(4 * M, N, p.splits, sm_count());
+      break;
+    case ConvPass::kBackwardData: {
+      const long long blocks = std::max(1ll, tiles(M, 128) * tiles(N, 128));
+      split_plan(kWgradSplitTarget / blocks, kt, kWideMinTiles, kMaxOutSplits, p.splits, p.tps);
+      p.tile = p.tps >= kWideMinTiles && M > 32 && N > 32 ? Tile::kWL
+                                                           : choose_tile(M, N, p.splits, sm_count());
+      break;
+    }
+    case ConvPass::kWeightGrad:
+      choose_splits(M, 4 * N, kt, p.splits, p.tps);
+      p.tile = choose_tile(M, N, 4 * p.splits, sm_count());
+      break;
+  }
+  p.tap = true;
+  return p;
+}
+
+ConvPlan make_upconv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits) {
+  const int kt = std::max(upconv_ktiles(s, pass), 1);
+  ConvPlan p;
+  p.tile = tile;
+  split_plan(splits, kt, 1, 65535 / 4, p.splits, p.tps);
+  p.tap = true;
+  check_upconv_plan(s, pass, p);
+  return p;
+}
+
+void upconv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* x_low,
+                            const float* w, const float* b, float* y, bool relu) {
+  const UpArgs a = checked_up_args(s);
+  if (a.M == 0) return;
+  check_upconv_plan(s, ConvPass::kForward, p);
+  const long long slab = (long long)a.M * a.K;  // one parity's slice
+  const size_t wf_floats = round4(16 * size_t(a.K) * size_t(a.C));
+  const size_t slice_floats = p.splits > 1 ? 4 * size_t(p.splits) * size_t(slab) : 0;
+  float* ws = scratch().get(wf_floats + slice_floats);
+  fold_weights(a, w, false, ws);
+  with_conv_tile(p.tile, [&](auto cfg) {
+    using Cfg = decltype(cfg);
+    const dim3 grid = grid_of<Cfg>(a.M, a.K, 4 * p.splits);
+    constexpr size_t smem = dyn_smem<Cfg>();
+    if (p.splits == 1) {
+      FoldOut e{};
+      e.out = y;
+      e.bias = b;
+      e.M = a.M;
+      e.K = a.K;
+      e.w = a.w;
+      e.W = a.W;
+      e.HW = a.HW;
+      e.fhw = a.fhw;
+      e.fw = a.fw;
+      e.row4 = a.w % 4 == 0;
+      e.relu = relu;
+      allow_smem<upconv_fwd_kernel<Cfg, FoldOut>>(smem);
+      upconv_fwd_kernel<Cfg, FoldOut><<<grid, Cfg::NT, smem>>>(a, x_low, ws, 1, p.tps, e);
+    } else {
+      const ConvOut e = make_conv_out(ws + wf_floats, nullptr, a.M, a.K, a.hw, slab);
+      allow_smem<upconv_fwd_kernel<Cfg, ConvOut>>(smem);
+      upconv_fwd_kernel<Cfg, ConvOut><<<grid, Cfg::NT, smem>>>(a, x_low, ws, p.splits, p.tps, e);
+    }
+    HPMC_CUDA_LAUNCH_CHECK("upsample fold forward");
+  });
+  if (p.splits > 1) {
+    const long long count = (long long)a.N * a.K * a.HW;
+    upconv_out_reduce_kernel<<<grid_stride_blocks(count), 256>>>(ws + wf_floats, p.splits, a, b,
+                                                                 relu, y);
+    HPMC_CUDA_LAUNCH_CHECK("upsample fold forward (split-K sum)");
+  }
+}
+
+void upconv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const float* dy,
+                                  const float* w, const float* relu_mask, float* dx_low) {
+  const UpArgs a = checked_up_args(s);
+  if (a.M == 0) return;
+  check_upconv_plan(s, ConvPass::kBackwardData, p);
+  const long long count = (long long)a.M * a.C;
+  const size_t wd_floats = round4(16 * size_t(a.K) * size_t(a.C));
+  const size_t slice_floats = p.splits > 1 ? size_t(p.splits) * size_t(count) : 0;
+  float* ws = scratch().get(wd_floats + slice_floats);
+  fold_weights(a, w, true, ws);
+  const ConvOut e = p.splits > 1
+                        ? make_conv_out(ws + wd_floats, nullptr, a.M, a.C, a.hw, count)
+                        : make_conv_out(dx_low, nullptr, a.M, a.C, a.hw, 0, false, relu_mask);
+  with_conv_tile(p.tile, [&](auto cfg) {
+    using Cfg = decltype(cfg);
+    const dim3 grid = grid_of<Cfg>(a.M, a.C, p.splits);
+    constexpr size_t smem = dyn_smem<Cfg>();
+    allow_smem<upconv_dgrad_kernel<Cfg>>(smem);
+    upconv_dgrad_kernel<Cfg><<<grid, Cfg::NT, smem>>>(a, dy, ws, p.tps, e);
+    HPMC_CUDA_LAUNCH_CHECK("upsample fold backward_data");
+  });
+  if (p.splits > 1)
+    reduce_out_slices(ws + wd_floats, p.splits, count, a.hw, a.C, nullptr, false, dx_low,
+                      "upsample fold backward_data (split-K sum)", relu_mask);
+}
+
+void upconv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const float* x_low,
+                                const float* dy, float* dw) {
+  const UpArgs a = checked_up_args(s);
+  if (a.M == 0) return;  // nothing to add
+  check_upconv_plan(s, ConvPass::kWeightGrad, p);
+  const long long slab = 4ll * a.K * a.C;  // one parity's slice: [K][4·C]
+  float* ws = scratch().get(4 * size_t(p.splits) * size_t(slab));
+  const MatOut e = make_mat_out(ws, 4ll * a.C, slab, a.K, 4 * a.C, false);
+  with_conv_tile(p.tile, [&](auto cfg) {
+    using Cfg = decltype(cfg);
+    const dim3 grid = grid_of<Cfg>(a.K, 4ll * a.C, 4 * p.splits);
+    constexpr size_t smem = dyn_smem<Cfg>();
+    allow_smem<upconv_wgrad_kernel<Cfg>>(smem);
+    upconv_wgrad_kernel<Cfg><<<grid, Cfg::NT, smem>>>(a, x_low, dy, p.splits, p.tps, e);
+    HPMC_CUDA_LAUNCH_CHECK("upsample fold backward_params (weights)");
+  });
+  upconv_wgrad_reduce_kernel<<<grid_stride_blocks(9ll * a.K * a.C), 256>>>(ws, p.splits, a.K, a.C,
+                                                                         dw);
+  HPMC_CUDA_LAUNCH_CHECK("upsample fold backward_params (sum of parities and slices)");
+}
+
+// ---- the thin fold (K ≤ 4; implicit_upconv_kernels.cuh) ---------------------------------
+// Splits from the shape alone (kPlanSMs), so the bits do not depend on the device:
+// forward channel groups and backward-data channel blocks aim at 4 blocks of
+// 256 low pixels per SM, at most kThinFoldMaxGroup channels each; the weight
+// gradient's pixel slices aim at 4 blocks of 8 channels per SM, at least 64
+// pixels a slice.
+namespace {
+
+constexpr long long kThinFoldBlocks = 4 * kPlanSMs;
+
+void check_grid(const char* what, long long gx) {
+  if (gx > INT_MAX) throw RuntimeError(str(what, ": ", gx, " blocks is too many for one launch"));
+}
+
+UpArgs checked_thin_args(const Conv2dShape& s) {
+  check_shape(s);
+  if (!upconv_thin_applies(s))
+    throw RuntimeError(str("implicit conv2d: the thin upsample fold does not apply to C=", s.C,
+                           " K=", s.K, " ", s.R, "x", s.S, " stride=", s.stride, " pad=", s.pad,
+                           " on ", s.H, "x", s.W));
+  return make_up_args(s);
+}
+
+// Channels per group for `gx` blocks of pixels: ⌈C / groups⌉, ≤ kThinFoldMaxGroup.
+int thin_fold_per(const UpArgs& a, long long gx) {
+  const long long want = std::max(1ll, (kThinFoldBlocks + gx - 1) / gx);
+  int per = int(std::max(1ll, (a.C + want - 1) / want));
+  return std::min(per, kThinFoldMaxGroup);
+}
+
+template <class F>
+void with_thin_k(int K, F&& f) {
+  switch (K) {
+    case 1: f(std::integral_constant<int, 1>{}); return;
+    case 2: f(std::integral_constant<int, 2>{}); return;
+    case 3: f(std::integral_constant<int, 3>{}); return;
+    case 4: f(std::integral_constant<int, 4>{}); return;
+  }
+  throw RuntimeError(str("implicit conv2d: thin upsample fold with K = ", K));
+}
+
+float4* thin_fold_weights(const UpArgs& a, const float* w, float* ws) {
+  float4* wc = reinterpret_cast<float4*>(ws);
+  upconv_thin_weights_kernel<<<grid_stride_blocks(16ll * a.C), 256>>>(w, a.K, a.C, wc);
+  HPMC_CUDA_LAUNCH_CHECK("thin upsample fold (summed filters)");
+  return wc;
+}
+
+}  // namespace
+
+void thin_fold_forward(const Conv2dShape& s, const float* x_low, const float* w, const float* b,
+                       float* y, bool relu) {
+  const UpArgs a = checked_thin_args(s);
+  if (a.M == 0) return;
+  const long long gx = (a.M + kThinFoldThreads - 1) / kThinFoldThreads;
+  const int per = thin_fold_per(a, gx), groups = (a.C + per - 1) / per;
+  const long long count = (long long)a.N * a.K * a.HW;
+  const size_t wc_floats = 64 * size_t(a.C);
+  float* ws = scratch().get(wc_floats + (groups > 1 ? size_t(groups) * size_t(count) : 0));
+  const float4* wc = thin_fold_weights(a, w, ws);
+  check_grid("thin upsample fold forward", gx);
+  with_thin_k(a.K, [&](auto kc) {
+    constexpr int KC = decltype(kc)::value;
+    upconv_thin_fwd_kernel<KC><<<dim3(unsigned(gx), unsigned(groups)), kThinFoldThreads>>>(
+        a, x_low, wc, per, groups == 1, b, relu, groups == 1 ? y : ws + wc_floats);
+  });
+  HPMC_CUDA_LAUNCH_CHECK("thin upsample fold forward");
+  if (groups > 1) {
+    upconv_thin_out_kernel<<<grid_stride_blocks(count), 256>>>(ws + wc_floats, groups, count, a.K,
+                                                               a.HW, b, relu, y);
+    HPMC_CUDA_LAUNCH_CHECK("thin upsample fold forward (sum of the channel groups)");
+  }
+}
+
+void thin_fold_backward_data(const Conv2dShape& s, const float* dy, const float* w,
+                             const float* relu_mask, float* dx_low) {
+  const UpArgs a = checked_thin_args(s);
+  if (a.M == 0) return;
+  const long long gx = (a.M + kThinFoldThreads - 1) / kThinFoldThreads;
+  const int per = thin_fold_per(a, gx), blocks_c = (a.C + per - 1) / per;
+  float* ws = scratch().get(64 * size_t(a.C));
+  const float4* wc = thin_fold_weights(a, w, ws);
+  check_grid("thin upsample fold backward_data", gx);
+  with_thin_k(a.K, [&](auto kc) {
+    constexpr int KC = decltype(kc)::value;
+    upconv_thin_dgrad_kernel<KC><<<dim3(unsigned(gx), unsigned(blocks_c)), kThinFoldThreads>>>(
+        a, dy, wc, per, relu_mask, dx_low);
+  });
+  HPMC_CUDA_LAUNCH_CHECK("thin upsample fold backward_data");
+}
+
+void thin_fold_backward_params(const Conv2dShape& s, const float* x_low, const float* dy,
+                               float* dw, float* db) {
+  const UpArgs a = checked_thin_args(s);
+  if (a.M == 0) return;  // nothing to add
+  const long long gx = (a.C + kThinFoldWarps - 1) / kThinFoldWarps;
+  long long want = std::max(1ll, (kThinFoldBlocks + gx - 1) / gx);
+  want = std::min<long long>({want, std::max(1ll, (long long)a.M / 64), 65535});
+  const int per = int((a.M + want - 1) / want), slices = (a.M + per - 1) / per;
+  const long long stride = (16ll * a.C + 1) * a.K;
+  float* ws = scratch().get(size_t(slices) * size_t(stride));
+  check_grid("thin upsample fold backward_params", gx);
+  with_thin_k(a.K, [&](auto kc) {
+    constexpr int KC = decltype(kc)::value;
+    upconv_thin_wgrad_kernel<KC><<<dim3(unsigned(gx), unsigned(slices)), kThinFoldWarps * 32>>>(
+        a, x_low, dy, per, ws);
+  });
+  HPMC_CUDA_LAUNCH_CHECK("thin upsample fold backward_params");
+  const long long elems = 9ll * a.K * a.C + a.K;
+  upconv_thin_wgrad_reduce_kernel<<<unsigned(std::min<long long>(
+                                        (elems + kThinReduceThreads - 1) / kThinReduceThreads, 65535)),
+                                    kThinReduceThreads>>>(
+      ws, slices, a.K, a.C, dw, db);
+  HPMC_CUDA_LAUNCH_CHECK("thin upsample fold backward_params (sum of the slices and parities)");
+}
+
 }  // namespace implicit_detail
 
 namespace implicit {
@@ -602,12 +970,41 @@ void conv2d_backward_params(const Conv2dShape& s, const float* x, const float* d
     return;
   }
   if (a.CRS > 0) conv_weight_grad_planned(s, p, x, dy, dw);
-  if (db) {
-    const bool vec = a.PQ % 4 == 0 && aligned16(dy);
-    bias_grad_kernel<<<unsigned(a.K), kBiasThreads>>>(a, dy, vec, FastDiv(vec ? a.PQ / 4 : a.PQ),
-                                                       db);
-    HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (bias)");
+  if (db) add_bias_grad(a, dy, db, "implicit conv2d backward_params (bias)");
+}
+
+bool upconv_applies(const Conv2dShape& s) {
+  return upconv_gemm_applies(s) || upconv_thin_applies(s);
+}
+
+void upconv_forward(const Conv2dShape& s, const float* x_low, const float* w, const float* b,
+                    float* y, bool relu) {
+  if (upconv_thin_applies(s)) {
+    thin_fold_forward(s, x_low, w, b, y, relu);
+    return;
   }
+  upconv_forward_planned(s, plan_upconv(s, ConvPass::kForward), x_low, w, b, y, relu);
+}
+
+void upconv_backward_data(const Conv2dShape& s, const float* dy, const float* w,
+                          const float* relu_mask, float* dx_low) {
+  if (upconv_thin_applies(s)) {
+    thin_fold_backward_data(s, dy, w, relu_mask, dx_low);
+    return;
+  }
+  upconv_backward_data_planned(s, plan_upconv(s, ConvPass::kBackwardData), dy, w, relu_mask,
+                               dx_low);
+}
+
+void upconv_backward_params(const Conv2dShape& s, const float* x_low, const float* dy, float* dw,
+                            float* db) {
+  if (upconv_thin_applies(s)) {
+    thin_fold_backward_params(s, x_low, dy, dw, db);
+    return;
+  }
+  upconv_weight_grad_planned(s, plan_upconv(s, ConvPass::kWeightGrad), x_low, dy, dw);
+  const ConvArgs a = make_args(s);
+  if (db && a.NPQ > 0 && a.K > 0) add_bias_grad(a, dy, db, "upsample fold backward_params (bias)");
 }
 
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,

@@ -47,6 +47,36 @@ namespace implicit {
 // fuse_relu_forward).
 void conv2d_forward_relu(const Conv2dShape& s, const float* x, const float* w, const float* b,
                          float* y);
+
+// ---- a nearest-neighbour ×2 upsample folded into the 3×3 convolution after it ----
+// s is the convolution's shape on the upsampled input (H = 2h, W = 2w); x_low
+// and dx_low are the upsample's input and input gradient, [N][C][h][w]. The
+// upsampled tensor is never formed: output pixel (2i+py, 2j+px) of a 3×3 pad-1
+// convolution of up(x) is a 2×2 convolution of x around (i, j) whose weights
+// are sums of the 3×3 weights (rows {0}, {1,2} for py = 0; {0,1}, {2} for
+// py = 1; the same along columns), so the passes do 4/9 of the multiply-adds
+// (conv2d_implicit_gemm.cu, "upsample fold"). Every product is an FP32 FMA;
+// the summed weights are rounded once from double; the results differ from
+// conv(up(x)) by rounding only (tests/test_gpu_upconv.cpp bounds the error
+// against a double reference).
+//
+// Whether the fold takes this convolution: 3×3, stride 1, pad 1, H and W even
+// and positive, and either C % 8 == 0, K % 8 == 0 and K > 4 (the GEMM fold:
+// the tap-major loaders) or 1 ≤ K ≤ 4 with any C (the thin fold: kernels of
+// their own for an autoencoder's last layer).
+bool upconv_applies(const Conv2dShape& s);
+// y = conv(up(x_low), w) + b, then relu(y) when relu (as conv2d_forward_relu).
+void upconv_forward(const Conv2dShape& s, const float* x_low, const float* w, const float* b,
+                    float* y, bool relu);
+// dx_low = up_backward(conv_transpose(dy, w)): each low-resolution pixel gets
+// the sum over the 2×2 block it was copied to. relu_mask (may be null) is the
+// fold's input when a ReLU precedes the upsample: dx_low = relu_mask > 0 ?
+// dx_low : 0 (layer.h, fuse_relu_backward). Overwrites dx_low.
+void upconv_backward_data(const Conv2dShape& s, const float* dy, const float* w,
+                          const float* relu_mask, float* dx_low);
+// dw += corr(up(x_low), dy), db += Σ dy (db may be null).
+void upconv_backward_params(const Conv2dShape& s, const float* x_low, const float* dy, float* dw,
+                            float* db);
 }  // namespace implicit
 
 }  // namespace hpmc::gpu

@@ -46,4 +46,24 @@ void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const flo
 // channel-major columns, and C·R·S + 1 columns in as many tiles as C·R·S.
 bool bias_column_fits(const Conv2dShape& s, const ConvPlan& p);
 
+// ---- the upsample fold (conv2d_kernels.h, implicit::upconv_*) with an explicit plan ----
+// s: the convolution's shape on the upsampled input; the GEMM fold's conditions
+// (upconv_applies, K > 4) must hold — the thin fold has no plans.
+// GEMMs, per pass (h×w the low resolution, four output parities (py, px)):
+//   forward         per parity: M = N·h·w, N = K, K = 4·C      (blockIdx.z: parity·splits + slice)
+//   backward_data   M = N·h·w, N = C, K = 16·K (parity, tap, channel)  (blockIdx.z: slice)
+//   weight grad     per parity: M = K, N = 4·C, K = N·h·w      (blockIdx.z: parity·splits + slice)
+// tap is ignored (every fold pass is tap-major). `splits` is rounded so that no
+// slice is empty.
+int upconv_ktiles(const Conv2dShape& s, ConvPass pass);
+ConvPlan plan_upconv(const Conv2dShape& s, ConvPass pass);
+ConvPlan make_upconv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits);
+void upconv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* x_low,
+                            const float* w, const float* b, float* y, bool relu);
+void upconv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const float* dy,
+                                  const float* w, const float* relu_mask, float* dx_low);
+// dw += the weight gradient (no bias: upconv_backward_params adds it).
+void upconv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const float* x_low,
+                                const float* dy, float* dw);
+
 }  // namespace hpmc::gpu::implicit_detail

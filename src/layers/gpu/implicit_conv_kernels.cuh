@@ -399,13 +399,17 @@ struct ConvOut {
   long long split_stride;
   int M, Nch, plane;
   FastDiv fplane;
-  bool vec;   // plane % 4 == 0 and out 16-byte aligned
+  bool vec;   // plane % 4 == 0 and out 16-byte aligned (and mask, when set)
   bool relu;  // write relu(v + b) (a fused ReLU)
+  // Null, or a tensor of out's layout: out = mask > 0 ? v : 0 (the backward of
+  // a ReLU before the layer, fused into its input gradient; no split, no bias).
+  const float* mask;
 
   __device__ __forceinline__ float value(float v, float b) const {
     const float o = v + b;
     return relu ? relu_of(o) : o;
   }
+  __device__ __forceinline__ static float masked(float v, float m) { return m > 0.f ? v : 0.f; }
 
   // Rows m..m+3 (m a multiple of 4) of column n.
   __device__ __forceinline__ void store_mcol(int m, int n, const float (&v)[4]) const {
@@ -415,15 +419,22 @@ struct ConvOut {
     if (vec) {  // plane % 4 == 0: m..m+3 lie in one image, aligned, and below M
       int img, pix;
       fplane.divmod(m, img, pix);
-      *reinterpret_cast<float4*>(o + ((size_t)img * Nch + n) * plane + pix) =
-          make_float4(value(v[0], b), value(v[1], b), value(v[2], b), value(v[3], b));
+      const size_t at = ((size_t)img * Nch + n) * plane + pix;
+      float4 r = make_float4(value(v[0], b), value(v[1], b), value(v[2], b), value(v[3], b));
+      if (mask) {
+        const float4 mk = __ldg(reinterpret_cast<const float4*>(mask + at));
+        r = make_float4(masked(r.x, mk.x), masked(r.y, mk.y), masked(r.z, mk.z), masked(r.w, mk.w));
+      }
+      *reinterpret_cast<float4*>(o + at) = r;
     } else {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         if (m + i >= M) break;
         int img, pix;
         fplane.divmod(m + i, img, pix);
-        o[((size_t)img * Nch + n) * plane + pix] = value(v[i], b);
+        const size_t at = ((size_t)img * Nch + n) * plane + pix;
+        const float r = value(v[i], b);
+        o[at] = mask ? masked(r, __ldg(mask + at)) : r;
       }
     }
   }
@@ -612,19 +623,20 @@ __global__ void __launch_bounds__(256)
 }
 
 // A split conv output: out[i] = (float)(Σ_{z ascending} ws[z·count + i], in double)
-// + bias[(i / plane) mod Nch] (no bias when null), then the fused ReLU if relu.
-// count = N·Nch·plane.
+// + bias[(i / plane) mod Nch] (no bias when null), then the fused ReLU if relu,
+// then mask[i] > 0 ? out[i] : 0 when mask is set (ConvOut::mask). count = N·Nch·plane.
 __global__ void __launch_bounds__(256)
     splitk_out_kernel(const float* __restrict__ ws, int splits, long long count, int plane,
                       int Nch, const float* __restrict__ bias, bool relu,
-                      float* __restrict__ out) {
+                      const float* __restrict__ mask, float* __restrict__ out) {
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
        i += (long long)gridDim.x * blockDim.x) {
     double s = 0.0;
     for (int z = 0; z < splits; ++z) s += (double)ws[(long long)z * count + i];
     float v = (float)s;
     if (bias) v += __ldg(bias + (int)((i / plane) % Nch));
-    out[i] = relu ? relu_of(v) : v;
+    if (relu) v = relu_of(v);
+    out[i] = mask ? ConvOut::masked(v, __ldg(mask + i)) : v;
   }
 }
 
