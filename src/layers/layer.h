@@ -11,7 +11,8 @@
 //     means the caller does not need it (first layer) and it is skipped.
 //
 // forward()/backward() are the checked front door: they verify device,
-// dtype, the input shape the layer was built for and that parameters are
+// dtype, the input shape the layer was built for (its low-resolution version
+// when an upsample is folded in, see fold_upsample) and that parameters are
 // bound, then call the device implementation (forward_impl/backward_impl).
 // There is no silent fallback between devices.
 #pragma once
@@ -95,10 +96,40 @@ class Layer {
   virtual bool fuse_relu_forward() { return false; }
   // The ReLU right before this layer: backward writes dx = x > 0 ? dx : 0, with
   // x this layer's input (the ReLU's output, whose sign is its input's), and
-  // the model skips the ReLU's backward.
+  // the model skips the ReLU's backward. For a layer with an upsample folded
+  // in, the model offers the ReLU right before that upsample: x is then the
+  // upsample's input, which is the ReLU's output all the same.
   virtual bool fuse_relu_backward() { return false; }
 
+  // ---- folding an upsample into the layer after it (Model::build asks) ----
+  // Unlike the ReLU fusions above, a fold need not keep the bits: the layer
+  // computes layer(up(x)) from the low-resolution x by another, equivalent
+  // arithmetic (results equal to rounding), so the model offers it only under
+  // its own switch (training.fold_upsample).
+  //
+  // An upsample layer's scale (s: C×H×W → C×sH×sW); 0 for every other layer.
+  virtual int upsample_scale() const { return 0; }
+  // The nearest ×`scale` upsample right before this layer: the layer, built
+  // (set_input_shape) for the upsampled input, takes the upsample's INPUT from
+  // then on, and the model skips the upsample (its output is never formed).
+  // Returns whether the layer agreed (accept_upsample_fold; a scale below 2
+  // or an input not divisible by it is declined). Once folded, forward() and
+  // backward() check x and dx against the low-resolution shape (input_shape()
+  // with h / scale, w / scale) and y, dy against output_shape(input_shape()),
+  // as before. When the layer also agrees to fuse_relu_backward, its x is the
+  // upsample's input, the ReLU's output, and it applies that mask to its dx.
+  bool fold_upsample(int scale);
+  // The scale of the upsample folded into this layer, 1 for none.
+  int folded_upsample() const { return fold_; }
+  // The per-sample shape forward() takes: input_shape(), or its
+  // low-resolution version when an upsample is folded in.
+  Shape accepted_input_shape() const;
+
  protected:
+  // Whether the layer can run with the upsample before it folded in (see
+  // fold_upsample; input_shape() is already set). Default: no.
+  virtual bool accept_upsample_fold(int /*scale*/) { return false; }
+
   virtual void forward_impl(const Tensor& x, Tensor& y) = 0;
   virtual void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) = 0;
 
@@ -111,6 +142,7 @@ class Layer {
   std::string name_;
   Shape in_;
   bool has_input_shape_ = false;
+  int fold_ = 1;  // scale of the upsample folded into this layer (1: none)
   std::vector<float*> params_, grads_;
 };
 

@@ -353,6 +353,7 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
     tr.shuffle = t.get_bool("shuffle", tr.shuffle);
     tr.threads = t.get_int("threads", tr.threads, 0, 4096);
     tr.fuse = t.get_bool("fuse", tr.fuse);
+    tr.fold_upsample = t.get_bool("fold_upsample", tr.fold_upsample);
     t.finish();
     cfg.resolved["training"] = t.resolved();
   }

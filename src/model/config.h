@@ -95,6 +95,9 @@ struct TrainingConfig {
   // GPU: one fused kernel per step where the model fits (model/fused_step.h),
   // and ReLUs run inside their neighbouring layers (model/model.h)
   bool fuse = true;
+  // GPU, --impl im2col, with fuse: a nearest ×2 upsample runs inside the 3×3
+  // conv2d after it (model/model.h); results equal to rounding, not bit for bit
+  bool fold_upsample = true;
 };
 
 struct OutputConfig {

@@ -116,9 +116,20 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
       break;
     }
 
+  // Upsample folding (model.h), before the ReLU fusion: a ReLU's backward goes
+  // to the layer after a folded upsample. A layer that took a fold is not
+  // itself folded into the next (its input is not the previous output).
+  const size_t count = m->layers_.size();
+  m->folded_.assign(count, false);
+  if (fuse && cfg.training.fuse && cfg.training.fold_upsample)
+    for (size_t i = 0; i + 1 < count; ++i) {
+      const int scale = m->layers_[i]->upsample_scale();
+      if (scale <= 0 || int(i) == m->features_ || m->layers_[i]->folded_upsample() > 1) continue;
+      m->folded_[i] = m->layers_[i + 1]->fold_upsample(scale);
+    }
+
   // ReLU fusion (model.h). Backward: only where the ReLU computes an input
   // gradient (then the layer after it does too).
-  const size_t count = m->layers_.size();
   m->fwd_fused_.assign(count, false);
   m->bwd_fused_.assign(count, false);
   if (fuse && cfg.training.fuse)
@@ -126,8 +137,9 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
       if (std::string(m->layers_[i]->type()) != "relu") continue;
       if (i > 0 && int(i) - 1 != m->features_ && m->layers_[i - 1]->fuse_relu_forward())
         m->fwd_fused_[i] = true;
-      if (i + 1 < count && m->runs_backward(int(i)) && m->needs_input_grad(int(i)) &&
-          m->layers_[i + 1]->fuse_relu_backward())
+      const size_t next = m->grad_writer(i);
+      if (next < count && m->runs_backward(int(i)) && m->needs_input_grad(int(i)) &&
+          m->layers_[next]->fuse_relu_backward())
         m->bwd_fused_[i] = true;
     }
 
@@ -151,9 +163,10 @@ void Model::print_table(std::ostream& os) const {
       type += " (fused:";
       if (fwd_fused_[i]) type += " fwd in " + layers_[i - 1]->name();
       if (fwd_fused_[i] && bwd_fused_[i]) type += ",";
-      if (bwd_fused_[i]) type += " bwd in " + layers_[i + 1]->name();
+      if (bwd_fused_[i]) type += " bwd in " + layers_[grad_writer(i)]->name();
       type += ")";
     }
+    if (folded_[i]) type += " (folded into " + layers_[i + 1]->name() + ")";
     std::string name = l.name() + (int(i) == features_ ? " *" : "");
     rows.push_back({std::to_string(i + 1), name, type, l.impl(), cur.sample_str(),
                     out.sample_str(), thousands(l.param_count())});
@@ -192,6 +205,12 @@ void Model::allocate(int max_batch) {
   size_t biggest = cur.count();
   for (size_t i = 0; i < layers_.size(); ++i) {
     cur = layers_[i]->output_shape(cur);
+    // A folded upsample's output is never formed (nor its gradient: the next
+    // layer writes the gradient of the upsample's input, counted already).
+    if (folded_[i]) {
+      acts_.emplace_back();
+      continue;
+    }
     // A fused ReLU's output is its input (the layer before it wrote relu(y)).
     acts_.push_back(fwd_fused_[i] ? acts_[i - 1].view(cur)
                                   : Tensor::empty(cur, DType::kF32, device()));
@@ -208,8 +227,12 @@ const Tensor& Model::forward(const Tensor& x, int last) {
   if (last < 0) last = int(layers_.size()) - 1;
   HPMC_CHECK(last + 1 >= int(layers_.size()) || !fwd_fused_[size_t(last + 1)], "layer '",
              layers_[size_t(last)]->name(), "' runs the ReLU after it: its output is that ReLU's");
+  HPMC_CHECK(!folded_[size_t(last)], "layer '", layers_[size_t(last)]->name(),
+             "' is an upsample folded into '", layers_[size_t(last + 1)]->name(),
+             "' (training.fold_upsample): its output is never formed");
   const Tensor* in = &x;
   for (int i = 0; i <= last; ++i) {
+    if (folded_[size_t(i)]) continue;  // run by layer i + 1, which reads *in, its input
     acts_[size_t(i)].set_batch(n);
     if (fwd_fused_[size_t(i)]) {  // done by layer i − 1; acts_[i] aliases its output
       in = &acts_[size_t(i)];
@@ -227,14 +250,15 @@ void Model::backward(const Tensor& x, const Tensor& dout) {
   // A layer writes its input gradient into one buffer while it reads its
   // output gradient from the other (the first reads dout); the views give
   // each the right shape. A fused ReLU is skipped: the gradient the layer
-  // after it wrote is already the ReLU's input gradient.
+  // after it wrote is already the ReLU's input gradient. So is a folded
+  // upsample: the layer after it wrote the gradient of the upsample's input.
   Tensor* bufs[2] = {&grad_a_, &grad_b_};
   Tensor views[2];
   const Tensor* dy = &dout;
   int next = 0;  // the buffer the next input gradient goes to (not dy's)
   for (int i = int(layers_.size()) - 1; runs_backward(i); --i) {
-    if (bwd_fused_[size_t(i)]) continue;
-    const Tensor& in = i > 0 ? acts_[size_t(i - 1)] : x;
+    if (bwd_fused_[size_t(i)] || folded_[size_t(i)]) continue;
+    const Tensor& in = layer_input(i, x);
     Tensor* dx = nullptr;
     if (needs_input_grad(i)) {
       views[next] = bufs[next]->view(in.shape().with_batch(n));
@@ -247,14 +271,26 @@ void Model::backward(const Tensor& x, const Tensor& dout) {
   }
 }
 
+const Tensor& Model::layer_input(int i, const Tensor& x) const {
+  int j = i - 1;  // the layer whose output layer i reads
+  if (j >= 0 && folded_[size_t(j)]) --j;
+  return j >= 0 ? acts_[size_t(j)] : x;
+}
+
+size_t Model::grad_writer(size_t i) const {
+  return i + 1 < layers_.size() && folded_[i + 1] ? i + 2 : i + 1;
+}
+
 std::vector<Model::LayerFlops> Model::layer_flops(int n) const {
   std::vector<LayerFlops> out;
   Shape cur = in_.with_batch(n);
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = *layers_[i];
-    LayerFlops f;
-    f.forward = l.forward_flops(cur);
-    if (runs_backward(int(i))) f.backward = l.backward_flops(cur, needs_input_grad(int(i)));
+    LayerFlops f;  // a folded upsample runs nothing; the conv after it counts what it runs
+    if (!folded_[i]) {
+      f.forward = l.forward_flops(cur);
+      if (runs_backward(int(i))) f.backward = l.backward_flops(cur, needs_input_grad(int(i)));
+    }
     out.push_back(f);
     cur = l.output_shape(cur);
   }

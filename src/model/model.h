@@ -15,6 +15,17 @@
 // skipped, its output aliasing its input; a fused backward is skipped, the
 // next layer's input gradient serving as the ReLU's. Every result keeps its
 // bits; CPU layers decline, so CPU models are unchanged.
+//
+// Upsample folding (GPU models; layer.h's fold_upsample): with
+// training.fold_upsample too, build() offers each upsample2d (never
+// model.features, whose output must exist) to the layer after it (an im2col
+// 3×3 conv2d that implicit::upconv_applies to takes a ×2 upsample). A folded
+// upsample runs neither forward nor backward and its output is never
+// allocated: the next layer reads the upsample's input and writes its input
+// gradient. This is decided before the ReLU fusion, whose backward offer for
+// a ReLU followed by a folded upsample goes to the layer after the upsample.
+// Unlike the ReLU fusion, results change by rounding (the fold sums weights),
+// which is why it has its own switch.
 #pragma once
 
 #include <iosfwd>
@@ -40,7 +51,8 @@ class Model {
   // `num_classes` the label count the data has (checked against a
   // classifier's output).
   // ReLU fusion needs `fuse` and training.fuse; either false leaves every
-  // ReLU on its own (tests compare the two).
+  // ReLU on its own (tests compare the two). Upsample folding needs both and
+  // training.fold_upsample.
   static std::unique_ptr<Model> build(const Config& cfg, Impl impl, const Shape& sample,
                                       int num_classes, bool fuse = true);
 
@@ -58,6 +70,8 @@ class Model {
   // Whether layer i (a ReLU) runs inside its neighbour in forward / backward.
   bool forward_fused(int i) const { return fwd_fused_.at(size_t(i)); }
   bool backward_fused(int i) const { return bwd_fused_.at(size_t(i)); }
+  // Whether layer i (an upsample2d) is folded into layer i + 1.
+  bool upsample_folded(int i) const { return folded_.at(size_t(i)); }
 
   // Each layer's keys with the values used (defaults filled in), in order;
   // what a run directory's config.yaml records under model.layers.
@@ -72,7 +86,8 @@ class Model {
 
   // Run layers 0..last (default: all) on x; returns the last one's output.
   // `last` may not be a layer whose following ReLU is fused into it (its output
-  // would be the ReLU's); build() never fuses into model.features.
+  // would be the ReLU's) nor a folded upsample (it has no output); build()
+  // does neither to model.features.
   const Tensor& forward(const Tensor& x, int last = -1);
   // Backpropagate d loss/d output (shape of the model output for x's batch)
   // through the layers; parameter gradients accumulate into params().grads().
@@ -111,8 +126,16 @@ class Model {
   int features_ = -1;
   int first_trained_ = 0;  // index of the first layer with parameters (or size())
   std::vector<bool> fwd_fused_, bwd_fused_;  // per layer: a ReLU run by its neighbour
+  std::vector<bool> folded_;                 // per layer: an upsample folded into the next
   int max_batch_ = 0;
-  std::vector<Tensor> acts_;  // output of each layer
+  // The input tensor layer i reads: the previous output, the model input x,
+  // or, after a folded upsample, the upsample's input.
+  const Tensor& layer_input(int i, const Tensor& x) const;
+  // The layer whose backward writes layer i's output gradient as its input
+  // gradient: i + 1, or i + 2 past a folded upsample (size() past the end).
+  size_t grad_writer(size_t i) const;
+
+  std::vector<Tensor> acts_;  // output of each layer (undefined for a folded upsample)
   Tensor grad_a_, grad_b_;    // ping-pong activation gradients
   Tensor dout_;
   Profiler* profiler_ = nullptr;

@@ -18,6 +18,7 @@ class UpSample2dCPU : public LayerCPU {
   Shape output_shape(const Shape& in) const override;
 
   int scale() const { return scale_; }
+  int upsample_scale() const override { return scale_; }
 
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;

@@ -94,6 +94,7 @@ class UpSample2dGPU : public LayerGPU {
   }
 
   int scale() const { return scale_; }
+  int upsample_scale() const override { return scale_; }
 
   // The ReLU before this layer: backward writes x > 0 ? dx : 0 (layer.h).
   bool fuse_relu_backward() override {
