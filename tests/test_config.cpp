@@ -59,6 +59,27 @@ TEST(Config, ReadsValuesAndDefaults) {
   EXPECT_EQ(c.data.train_limit, 0);
 }
 
+// training.fold_upsample (model.h): on by default, a bool like training.fuse,
+// settable by --set, and a wrong value is the usual located error.
+TEST(Config, FoldUpsampleDefaultsToTrueAndParses) {
+  EXPECT_TRUE(parse_config(kGood, "cfg.yaml").training.fold_upsample);
+  EXPECT_FALSE(parse_config(kGood + std::string("  fold_upsample: false\n"), "cfg.yaml")
+                   .training.fold_upsample);
+  EXPECT_TRUE(parse_config(kGood + std::string("  fold_upsample: true\n"), "cfg.yaml")
+                  .training.fold_upsample);
+  EXPECT_FALSE(parse_config(kGood, "cfg.yaml", {{"training.fold_upsample=false", ""}})
+                   .training.fold_upsample);
+  Config c = parse_config(kGood, "cfg.yaml");
+  EXPECT_TRUE(c.resolved["training"]["fold_upsample"].as<bool>());  // config.yaml records it
+  std::string e = error_of(kGood + std::string("  fold_upsample: maybe\n"));
+  EXPECT_NE(e.find("cfg.yaml:13:18"), std::string::npos) << e;
+  EXPECT_NE(e.find("training.fold_upsample: expected true or false, got 'maybe'"),
+            std::string::npos)
+      << e;
+  e = error_of(kGood + std::string("  fold_upsamples: false\n"));
+  EXPECT_NE(e.find("did you mean 'fold_upsample'?"), std::string::npos) << e;
+}
+
 TEST(Config, NameDefaultsToFileStem) {
   std::string text = replace(kGood, "name: tiny\n", "");
   Config c = parse_config(text, "configs/my_model.yaml");
