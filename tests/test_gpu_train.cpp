@@ -215,9 +215,9 @@ TEST(GpuTrain, NoForwardFusionIntoTheFeaturesLayer) {
 
 // ---- the upsample fold (model.h, training.fold_upsample) ----
 
-// up1 → conv4 folds on im2col (3×3 pad 1, 8 → 8 channels at 14×14, see
-// implicit::upconv_applies); up2 → conv5 does not (conv5 has one output
-// channel: a thin convolution).
+// up1 → conv4 folds on im2col (3×3 pad 1, 8 → 8 channels at 14×14: the GEMM
+// fold, see implicit::upconv_applies); up2 → conv5 too (conv5 has one output
+// channel: the thin fold).
 const char* kFoldAe = R"(name: fold
 data: {format: mnist}
 model:
@@ -303,10 +303,10 @@ TEST(GpuUpsampleFold, ConvAcceptsOnlyWhatTheKernelsTake) {
   }
 }
 
-// Which layers fold and fuse: up1 is folded into conv4, relu3's backward runs
-// in conv4 (the layer after the folded upsample) and its forward in conv3;
-// relu4 runs in conv4 (forward) and up2 (backward). conv4 counts 4/9 of its
-// unfolded multiply-adds; the table says what is folded where; the folded
+// Which layers fold and fuse: up1 is folded into conv4 and up2 into conv5;
+// relu3's backward runs in conv4 (the layer after the folded upsample) and its
+// forward in conv3; relu4 runs in conv4 (forward) and conv5 (backward). conv4
+// and conv5 count 4/9 of their unfolded multiply-adds; the table says what is folded where; the folded
 // upsample has no output to stop at. naive and tiled fold nothing, nor does
 // im2col with training.fold_upsample: false or training.fuse: false.
 TEST(GpuUpsampleFold, FoldsTheUpsampleBeforeAWideConv) {
