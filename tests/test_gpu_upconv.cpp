@@ -51,6 +51,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "dev_array.h"
 #include "gpu_testing.h"
 #include "layers/conv_shape.h"
 #include "layers/gpu/conv2d_kernels.h"
@@ -62,60 +63,8 @@ namespace {
 
 namespace imp = gpu::implicit;
 namespace det = gpu::implicit_detail;
+using namespace hpmc::testing;  // dev_array.h
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kGuard = 1234.5f;  // outputs' guard zones
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
-
-// ---- device arrays with guard zones (as test_gpu_implicit.cpp's) -----------------------
-
-class DevArray {
- public:
-  static constexpr size_t kHead = 4, kTail = 64;
-
-  explicit DevArray(size_t n) : n_(n), mem_(gpu::allocate_shared((kHead + n + kTail) * 4)) {}
-
-  float* ptr() { return static_cast<float*>(mem_.get()) + kHead; }
-  size_t size() const { return n_; }
-
-  void upload(const std::vector<float>& payload, float guard) {
-    std::vector<float> all(kHead + n_ + kTail, guard);
-    std::copy(payload.begin(), payload.end(), all.begin() + long(kHead));
-    gpu::copy(mem_.get(), Device::kGPU, all.data(), Device::kCPU, all.size() * 4);
-  }
-  std::vector<float> download_all() const {
-    std::vector<float> all(kHead + n_ + kTail);
-    gpu::copy(all.data(), Device::kCPU, mem_.get(), Device::kGPU, all.size() * 4);
-    return all;
-  }
-  std::vector<float> payload() const {
-    std::vector<float> all = download_all();
-    return std::vector<float>(all.begin() + long(kHead), all.begin() + long(kHead + n_));
-  }
-  // The guard zones still hold `guard`, bit for bit.
-  ::testing::AssertionResult guards_intact(float guard) const {
-    std::vector<float> all = download_all();
-    for (size_t i = 0; i < all.size(); ++i) {
-      if (i >= kHead && i < kHead + n_) continue;
-      if (!same_bits(all[i], guard))
-        return ::testing::AssertionFailure()
-               << "guard element " << (long(i) - long(kHead)) << " (relative to the payload of "
-               << n_ << ") was overwritten with " << all[i];
-    }
-    return ::testing::AssertionSuccess();
-  }
-
- private:
-  size_t n_;
-  std::shared_ptr<void> mem_;
-};
-
-std::vector<float> random_floats(size_t n, Rng& rng) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = rng.uniform(-1.f, 1.f);
-  return v;
-}
 
 // A ReLU mask: U(−1, 1) with about one element in eight +0 and one in sixteen
 // −0, so that `> 0` is told apart from `>= 0` and from the sign bit.
@@ -129,23 +78,11 @@ std::vector<float> random_mask(size_t n, Rng& rng) {
   return v;
 }
 
-// An input array: payload uploaded, guards NaN.
-std::unique_ptr<DevArray> input(const std::vector<float>& v) {
-  auto d = std::make_unique<DevArray>(v.size());
-  d->upload(v, kNaN);
-  return d;
-}
-
 // An overwritten output: payload `poison`, guards kGuard.
 std::unique_ptr<DevArray> output(size_t n, float poison = kNaN) {
   auto d = std::make_unique<DevArray>(n);
   d->upload(std::vector<float>(n, poison), kGuard);
   return d;
-}
-
-void finish(const char* what) {
-  gpu::check_after(what);
-  gpu::synchronize();
 }
 
 // ---- the cases -----------------------------------------------------------------------------
