@@ -518,10 +518,13 @@ TEST(GpuUpconv, SmallShapes) {
 }
 
 // The thin fold (K ≤ 4, any C; its own kernels): every K from 1 to 4 with odd
-// and small channel counts, batch 1, every low-resolution size of SmallShapes,
-// a channel count past one forward group / backward-data block (70 > 64) and
-// the CIFAR autoencoder's conv5 (up2 256×16×16 → 32×32, conv 256 → 3) at
-// batch 2.
+// and small channel counts, batch 1, every low-resolution size of SmallShapes
+// (odd widths: a row's last pair holds one pixel); a channel count past one
+// backward-data block (70 > 32) and not a multiple of the forward's 8 warps;
+// weight gradients of several slices (4 for 8×20×16×16; 3 for 9×9×13×11, whose
+// odd rows leave a last band of one row); and the CIFAR autoencoder's conv5 (up2 256×16×16 → 32×32,
+// conv 256 → 3) at batch 2, whose forward warps stage their 32 channels in two
+// rounds.
 TEST(GpuUpconv, ThinShapes) {
   HPMC_REQUIRE_GPU();
   const int hw[][2] = {{1, 1}, {1, 3}, {3, 5}, {5, 3}, {7, 7}, {8, 8}, {9, 4}};
@@ -531,6 +534,8 @@ TEST(GpuUpconv, ThinShapes) {
     for (int c = 0; c < 4; ++c)
       check_upconv({Ns[(j + 2 * c) % 3], Cs[c], hw[j][0], hw[j][1], Ks[(j + c) % 4]}, seed++);
   check_upconv({2, 70, 5, 6, 3}, seed++);
+  check_upconv({8, 20, 16, 16, 3}, seed++);
+  check_upconv({9, 9, 13, 11, 2}, seed++);
   check_upconv({2, 256, 16, 16, 3}, seed++);
 }
 

@@ -239,6 +239,7 @@ Scratch& scratch() {
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+bool aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0; }
 
 void check_shape(const Conv2dShape& s) {
   if (s.N < 0 || s.C < 0 || s.H < 0 || s.W < 0 || s.K < 0 || s.R < 1 || s.S < 1 ||
@@ -577,8 +578,14 @@ UpArgs make_up_args(const Conv2dShape& s) {
   a.hw = a.h * a.w;
   a.HW = s.H * s.W;
   a.M = int((long long)s.N * a.hw);
+  a.Mp = int((long long)s.N * a.h * ((a.w + 1) / 2));
   a.fhw = FastDiv(a.hw);
   a.fw = FastDiv(a.w);
+  a.fh = FastDiv(a.h);
+  a.fwp = FastDiv((a.w + 1) / 2);
+  const int bands = (a.h + kThinFoldBand - 1) / kThinFoldBand;
+  a.Mu = int((long long)s.N * bands * ((a.w + 1) / 2));
+  a.fbands = FastDiv(bands);
   return a;
 }
 
@@ -785,14 +792,13 @@ void upconv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const f
 }
 
 // ---- the thin fold (K ≤ 4; implicit_upconv_kernels.cuh) ---------------------------------
-// Splits from the shape alone (kPlanSMs), so the bits do not depend on the device:
-// forward channel groups and backward-data channel blocks aim at 4 blocks of
-// 256 low pixels per SM, at most kThinFoldMaxGroup channels each; the weight
-// gradient's pixel slices aim at 4 blocks of 8 channels per SM, at least 64
-// pixels a slice.
+// The weight gradient's slices come from the shape alone (kPlanSMs), so its
+// bits do not depend on the device: at most 2 blocks of 8 channels per SM (one
+// wave at two blocks an SM), at least 64 units (2 a lane) a slice.
 namespace {
 
-constexpr long long kThinFoldBlocks = 4 * kPlanSMs;
+constexpr long long kThinFoldBlocks = 2 * kPlanSMs;
+constexpr long long kThinFoldMinUnits = 64;
 
 void check_grid(const char* what, long long gx) {
   if (gx > INT_MAX) throw RuntimeError(str(what, ": ", gx, " blocks is too many for one launch"));
@@ -807,13 +813,6 @@ UpArgs checked_thin_args(const Conv2dShape& s) {
   return make_up_args(s);
 }
 
-// Channels per group for `gx` blocks of pixels: ⌈C / groups⌉, ≤ kThinFoldMaxGroup.
-int thin_fold_per(const UpArgs& a, long long gx) {
-  const long long want = std::max(1ll, (kThinFoldBlocks + gx - 1) / gx);
-  int per = int(std::max(1ll, (a.C + want - 1) / want));
-  return std::min(per, kThinFoldMaxGroup);
-}
-
 template <class F>
 void with_thin_k(int K, F&& f) {
   switch (K) {
@@ -825,11 +824,11 @@ void with_thin_k(int K, F&& f) {
   throw RuntimeError(str("implicit conv2d: thin upsample fold with K = ", K));
 }
 
-float4* thin_fold_weights(const UpArgs& a, const float* w, float* ws) {
-  float4* wc = reinterpret_cast<float4*>(ws);
-  upconv_thin_weights_kernel<<<grid_stride_blocks(16ll * a.C), 256>>>(w, a.K, a.C, wc);
+// The packed summed filters, 16·K·C floats at the start of ws.
+const float4* thin_fold_weights(const UpArgs& a, const float* w, float* ws) {
+  upconv_thin_weights_kernel<<<grid_stride_blocks(16ll * a.K * a.C), 256>>>(w, a.K, a.C, ws);
   HPMC_CUDA_LAUNCH_CHECK("thin upsample fold (summed filters)");
-  return wc;
+  return reinterpret_cast<const float4*>(ws);
 }
 
 }  // namespace
@@ -838,39 +837,30 @@ void thin_fold_forward(const Conv2dShape& s, const float* x_low, const float* w,
                        float* y, bool relu) {
   const UpArgs a = checked_thin_args(s);
   if (a.M == 0) return;
-  const long long gx = (a.M + kThinFoldThreads - 1) / kThinFoldThreads;
-  const int per = thin_fold_per(a, gx), groups = (a.C + per - 1) / per;
-  const long long count = (long long)a.N * a.K * a.HW;
-  const size_t wc_floats = 64 * size_t(a.C);
-  float* ws = scratch().get(wc_floats + (groups > 1 ? size_t(groups) * size_t(count) : 0));
-  const float4* wc = thin_fold_weights(a, w, ws);
+  const long long gx = (a.Mp + 31) / 32;
+  const float4* wc = thin_fold_weights(a, w, scratch().get(16 * size_t(a.K) * size_t(a.C)));
   check_grid("thin upsample fold forward", gx);
+  const bool vec = a.w % 2 == 0 && aligned16(y);
   with_thin_k(a.K, [&](auto kc) {
     constexpr int KC = decltype(kc)::value;
-    upconv_thin_fwd_kernel<KC><<<dim3(unsigned(gx), unsigned(groups)), kThinFoldThreads>>>(
-        a, x_low, wc, per, groups == 1, b, relu, groups == 1 ? y : ws + wc_floats);
+    upconv_thin_fwd_kernel<KC><<<unsigned(gx), kThinFoldThreads>>>(a, x_low, wc, b, relu, vec, y);
   });
   HPMC_CUDA_LAUNCH_CHECK("thin upsample fold forward");
-  if (groups > 1) {
-    upconv_thin_out_kernel<<<grid_stride_blocks(count), 256>>>(ws + wc_floats, groups, count, a.K,
-                                                               a.HW, b, relu, y);
-    HPMC_CUDA_LAUNCH_CHECK("thin upsample fold forward (sum of the channel groups)");
-  }
 }
 
 void thin_fold_backward_data(const Conv2dShape& s, const float* dy, const float* w,
                              const float* relu_mask, float* dx_low) {
   const UpArgs a = checked_thin_args(s);
   if (a.M == 0) return;
-  const long long gx = (a.M + kThinFoldThreads - 1) / kThinFoldThreads;
-  const int per = thin_fold_per(a, gx), blocks_c = (a.C + per - 1) / per;
-  float* ws = scratch().get(64 * size_t(a.C));
-  const float4* wc = thin_fold_weights(a, w, ws);
+  const long long gx = (a.Mp + kThinFoldThreads - 1) / kThinFoldThreads;
+  const int gy = (a.C + kThinFoldChannels - 1) / kThinFoldChannels;
+  const float4* wc = thin_fold_weights(a, w, scratch().get(16 * size_t(a.K) * size_t(a.C)));
   check_grid("thin upsample fold backward_data", gx);
+  const bool vec = a.w % 2 == 0 && aligned8(dx_low) && (!relu_mask || aligned8(relu_mask));
   with_thin_k(a.K, [&](auto kc) {
     constexpr int KC = decltype(kc)::value;
-    upconv_thin_dgrad_kernel<KC><<<dim3(unsigned(gx), unsigned(blocks_c)), kThinFoldThreads>>>(
-        a, dy, wc, per, relu_mask, dx_low);
+    upconv_thin_dgrad_kernel<KC><<<dim3(unsigned(gx), unsigned(gy)), kThinFoldThreads>>>(
+        a, dy, wc, relu_mask, vec, dx_low);
   });
   HPMC_CUDA_LAUNCH_CHECK("thin upsample fold backward_data");
 }
@@ -880,23 +870,23 @@ void thin_fold_backward_params(const Conv2dShape& s, const float* x_low, const f
   const UpArgs a = checked_thin_args(s);
   if (a.M == 0) return;  // nothing to add
   const long long gx = (a.C + kThinFoldWarps - 1) / kThinFoldWarps;
-  long long want = std::max(1ll, (kThinFoldBlocks + gx - 1) / gx);
-  want = std::min<long long>({want, std::max(1ll, (long long)a.M / 64), 65535});
-  const int per = int((a.M + want - 1) / want), slices = (a.M + per - 1) / per;
-  const long long stride = (16ll * a.C + 1) * a.K;
+  long long want = std::max(1ll, kThinFoldBlocks / gx);  // rounded down: one wave
+  want = std::min<long long>({want, std::max(1ll, (long long)a.Mu / kThinFoldMinUnits), 65535});
+  const int per = int((a.Mu + want - 1) / want), slices = (a.Mu + per - 1) / per;
+  const long long stride = (16ll * a.C + kThinFoldWarps) * a.K;
   float* ws = scratch().get(size_t(slices) * size_t(stride));
   check_grid("thin upsample fold backward_params", gx);
+  const bool vec = a.w % 2 == 0 && aligned16(dy);
   with_thin_k(a.K, [&](auto kc) {
     constexpr int KC = decltype(kc)::value;
-    upconv_thin_wgrad_kernel<KC><<<dim3(unsigned(gx), unsigned(slices)), kThinFoldWarps * 32>>>(
-        a, x_low, dy, per, ws);
+    upconv_thin_wgrad_kernel<KC><<<dim3(unsigned(gx), unsigned(slices)), kThinFoldThreads>>>(
+        a, x_low, dy, per, vec, ws);
   });
   HPMC_CUDA_LAUNCH_CHECK("thin upsample fold backward_params");
   const long long elems = 9ll * a.K * a.C + a.K;
   upconv_thin_wgrad_reduce_kernel<<<unsigned(std::min<long long>(
                                         (elems + kThinReduceThreads - 1) / kThinReduceThreads, 65535)),
-                                    kThinReduceThreads>>>(
-      ws, slices, a.K, a.C, dw, db);
+                                    kThinReduceThreads>>>(ws, slices, a.K, a.C, dw, db);
   HPMC_CUDA_LAUNCH_CHECK("thin upsample fold backward_params (sum of the slices and parities)");
 }
 

@@ -93,6 +93,19 @@ __device__ __forceinline__ void copy4(float* dst, const float* src, bool valid) 
 #endif
 }
 
+// dst[0..1] = valid ? src[0..1] : 0; both 8-byte aligned.
+__device__ __forceinline__ void copy8(float* dst, const float* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
+               "r"(valid ? 8 : 0)
+               : "memory");
+#else
+  *reinterpret_cast<float2*>(dst) =
+      valid ? __ldg(reinterpret_cast<const float2*>(src)) : make_float2(0.f, 0.f);
+#endif
+}
+
 // dst[0..3] = valid ? src[0..3] : 0; both 16-byte aligned.
 __device__ __forceinline__ void copy16(float* dst, const float* src, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

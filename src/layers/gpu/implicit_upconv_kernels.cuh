@@ -32,8 +32,11 @@ __host__ __device__ __forceinline__ int fold_tap(int p, int r) { return r > p ? 
 // The sizes of one fold, by value in the kernel's parameter space.
 struct UpArgs {
   int N, C, K, h, w, H, W, hw, HW;
-  int M;  // N·h·w, the low-resolution pixels (< 2^30: the host checks)
+  int M;   // N·h·w, the low-resolution pixels (< 2^30: the host checks)
+  int Mp;  // N·h·⌈w/2⌉, the thin fold's pixel pairs
+  int Mu;  // N·⌈h/kThinFoldBand⌉·⌈w/2⌉, its weight gradient's units
   FastDiv fhw, fw;
+  FastDiv fh, fwp, fbands;  // h, ⌈w/2⌉, ⌈h/kThinFoldBand⌉ (the thin fold)
 };
 
 // ---- A of forward and backward_data: RowFast over m = (n, i, j), tap-major GEMM_K ----
@@ -380,215 +383,391 @@ __global__ void __launch_bounds__(256)
 //
 // As a GEMM the fold of a thin convolution is 4·K columns wide (forward) or K
 // rows tall (weight gradient): mostly padding on the GEMM engines. These
-// kernels keep every parity and output channel of a low-resolution pixel in
-// registers instead; the summed filters come from shared memory as one float4
-// per (channel, parity, tap): wc[(c·16 + p·4 + t)] = Wc_p[t][c][0..3], the K
-// channels padded to 4 with zeros (upconv_thin_weights_kernel), the same
-// address for a whole warp (a broadcast).
-//   forward        thread = one low pixel × one group of channels (blockIdx.y):
-//                  its 3×3 low window per channel, 16·4 FMAs; groups' partial
-//                  outputs go to a workspace summed by upconv_thin_out_kernel
-//                  (with one group, straight to y with the bias and ReLU).
-//   backward_data  thread = one low pixel × a block's channels: the 4×4 window
-//                  of dy (every parity and tap that read the pixel) in registers,
-//                  16·K FMAs per channel, the ReLU mask, one store.
-//   weight grad    warp = one channel, lane = pixels of one slice (blockIdx.y):
-//                  16·K sums per lane, a shuffle tree at the end, one row of
-//                  the slice's workspace; warp 0 of channel block 0 also sums dy
-//                  for the bias. upconv_thin_wgrad_reduce_kernel adds the slices
+// kernels keep every parity and output channel of two neighbouring low pixels
+// in registers instead. A thread owns the pair (i, j0), (i, j0 + 1), j0 = 2·jp,
+// of image n; pairs are numbered m = (n·h + i)·wp + jp (wp = ⌈w/2⌉), so a warp's
+// 32 lanes cover 64 consecutive pixels of a row or of consecutive rows (the last
+// pair of a row holds one pixel when w is odd). Its low window is rows i − 1 ..
+// i + 1, columns j0 − 1 .. j0 + 2; its high block rows 2i + py, columns 2j0 ..
+// 2j0 + 3. The summed filters come packed, wc[c·16·K + (4p + t)·K + k] =
+// Wc_p[t][c][k] (upconv_thin_weights_kernel): 4·K float4 per channel, read from
+// shared memory at one address for a whole warp (a broadcast).
+//   forward        block = 32 pairs; its 8 warps split C into contiguous ranges
+//                  (staged in rounds of kThinFoldStage channels); per channel
+//                  12 loads, 4·K float4 reads, 32·K FMAs; the 8 partial outputs
+//                  are added in shared memory (a fixed tree), then + b, ReLU.
+//   backward_data  block = 256 pairs × kThinFoldChannels channels (blockIdx.y):
+//                  the 4×6 high window of dy (every parity and tap that read the
+//                  pair) in registers; per channel 4·K float4 reads, 32·K FMAs,
+//                  the ReLU mask (copied kThinMaskStages − 1 channels ahead by
+//                  cp.async), two stores.
+//   weight grad    block = 8 channels (one a warp) × one slice of the units
+//                  (a pair column of kThinFoldBand rows; blockIdx.y); a lane walks
+//                  down its units' rows: per row 4 x and 2·K float4 dy loads, 32·K
+//                  FMAs into 16·K sums; a shuffle tree at the end, one row of
+//                  the slice's workspace. The blocks of channel block 0 also sum
+//                  dy for the bias. upconv_thin_wgrad_reduce_kernel adds slices
 //                  and parities into dw and db, in double.
-constexpr int kThinFoldThreads = 256;
-constexpr int kThinFoldMaxGroup = 64;  // channels per forward group / backward-data block
+// Every sum has a fixed order: the results repeat bit for bit.
+constexpr int kThinFoldWarps = 8;
+constexpr int kThinFoldThreads = kThinFoldWarps * 32;
+constexpr int kThinFoldStage = 16;     // forward: channels per warp per staging round
+constexpr int kThinFoldChannels = 32;  // backward_data: channels per block
+constexpr int kThinFoldBand = 4;       // weight gradient: low rows a lane walks down
+constexpr int kThinMaskStages = 8;     // backward_data: ReLU masks in flight, in channels
 
-// wc[c·16 + p·4 + t] = (Wc_p[t][c][k], k < 4; 0 for k ≥ K), in double, rounded once.
+// wc[c·16·K + (4p + t)·K + k] = Wc_p[t][c][k], in double, rounded once.
 __global__ void __launch_bounds__(256)
-    upconv_thin_weights_kernel(const float* __restrict__ w, int K, int C,
-                               float4* __restrict__ wc) {
-  const int count = 16 * C;
+    upconv_thin_weights_kernel(const float* __restrict__ w, int K, int C, float* __restrict__ wc) {
+  const int per = 16 * K, count = per * C;
   for (int o = blockIdx.x * blockDim.x + threadIdx.x; o < count; o += gridDim.x * blockDim.x) {
-    const int c = o >> 4, pt = o & 15, p = pt >> 2, t = pt & 3, py = p >> 1, px = p & 1;
-    float v[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      double s = 0.0;
-      if (k < K) {
-        const float* src = w + ((size_t)k * C + c) * 9;
-        for (int r = fold_lo(py, t >> 1); r <= fold_hi(py, t >> 1); ++r)
-          for (int q = fold_lo(px, t & 1); q <= fold_hi(px, t & 1); ++q)
-            s += (double)__ldg(src + r * 3 + q);
-      }
-      v[k] = (float)s;
-    }
-    wc[o] = make_float4(v[0], v[1], v[2], v[3]);
-  }
-}
-
-// Stage the float4 filters of channels [c0, c0 + n) into sw.
-__device__ __forceinline__ void stage_thin_filters(const float4* __restrict__ wc, int c0, int n,
-                                                   float4* sw) {
-  for (int i = threadIdx.x; i < 16 * n; i += blockDim.x) sw[i] = __ldg(wc + (size_t)c0 * 16 + i);
-  __syncthreads();
-}
-
-// Forward: group g = blockIdx.y covers channels [g·per, min((g+1)·per, C)). With
-// `direct`, out = y (+ bias, ReLU); else out = ws, slice g of N·K·H·W.
-template <int KC>
-__global__ void __launch_bounds__(kThinFoldThreads)
-    upconv_thin_fwd_kernel(const __grid_constant__ UpArgs a, const float* __restrict__ x,
-                           const float4* __restrict__ wc, int per, bool direct,
-                           const float* __restrict__ bias, bool relu, float* __restrict__ out) {
-  __shared__ float4 sw[16 * kThinFoldMaxGroup];
-  const int c0 = blockIdx.y * per, nc = min(per, a.C - c0);
-  stage_thin_filters(wc, c0, nc, sw);
-  const int m = blockIdx.x * kThinFoldThreads + threadIdx.x;
-  if (m >= a.M) return;
-  int img, ij, i, j;
-  a.fhw.divmod(m, img, ij);
-  a.fw.divmod(ij, i, j);
-  float acc[4][KC] = {};
-  // The 3×3 window's offsets and in-range bits, once per pixel (an out-of-range
-  // element reads offset 0, in range, and is replaced by 0).
-  int off[9];
-  unsigned inside = 0;
-#pragma unroll
-  for (int e = 0; e < 9; ++e) {
-    const int yy = i + e / 3 - 1, xx = j + e % 3 - 1;
-    const bool ok = (unsigned)yy < (unsigned)a.h && (unsigned)xx < (unsigned)a.w;
-    inside |= ok ? 1u << e : 0u;
-    off[e] = ok ? yy * a.w + xx : 0;
-  }
-  const float* xc = x + ((size_t)img * a.C + c0) * a.hw;
-  for (int c = 0; c < nc; ++c, xc += a.hw) {
-    float v[9];
-#pragma unroll
-    for (int e = 0; e < 9; ++e) {
-      const float t = __ldg(xc + off[e]);
-      v[e] = (inside >> e) & 1u ? t : 0.f;
-    }
-#pragma unroll
-    for (int p = 0; p < 4; ++p)
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const float4 wv = sw[c * 16 + p * 4 + t];
-        const float wk[4] = {wv.x, wv.y, wv.z, wv.w};
-        const float xv = v[((t >> 1) + (p >> 1)) * 3 + (t & 1) + (p & 1)];
-#pragma unroll
-        for (int k = 0; k < KC; ++k) acc[p][k] = fmaf(xv, wk[k], acc[p][k]);
-      }
-  }
-  float* o = direct ? out : out + (size_t)blockIdx.y * a.N * KC * a.HW;
-#pragma unroll
-  for (int p = 0; p < 4; ++p) {
-    const int pix = (2 * i + (p >> 1)) * a.W + 2 * j + (p & 1);
-#pragma unroll
-    for (int k = 0; k < KC; ++k) {
-      float r = acc[p][k];
-      if (direct) {
-        if (bias) r += __ldg(bias + k);
-        if (relu) r = relu_of(r);
-      }
-      o[((size_t)img * KC + k) * a.HW + pix] = r;
-    }
-  }
-}
-
-// y[i] = (float)(Σ_{g ascending} ws[g·count + i], in double) + bias, then the ReLU.
-__global__ void __launch_bounds__(256)
-    upconv_thin_out_kernel(const float* __restrict__ ws, int groups, long long count, int K,
-                           int HW, const float* __restrict__ bias, bool relu,
-                           float* __restrict__ y) {
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
-       i += (long long)gridDim.x * blockDim.x) {
+    const int c = o / per, ptk = o - c * per, pt = ptk / K, k = ptk - pt * K;
+    const int p = pt >> 2, t = pt & 3, py = p >> 1, px = p & 1;
+    const float* src = w + ((size_t)k * C + c) * 9;
     double s = 0.0;
-    for (int g = 0; g < groups; ++g) s += (double)ws[(long long)g * count + i];
-    float v = (float)s;
-    if (bias) v += __ldg(bias + (int)((i / HW) % K));
-    y[i] = relu ? relu_of(v) : v;
+    for (int r = fold_lo(py, t >> 1); r <= fold_hi(py, t >> 1); ++r)
+      for (int q = fold_lo(px, t & 1); q <= fold_hi(px, t & 1); ++q) s += (double)__ldg(src + r * 3 + q);
+    wc[o] = (float)s;
   }
 }
 
-// Backward data: block (blockIdx.x, blockIdx.y) = 256 low pixels × channels
-// [blockIdx.y·per, …). dx_low = Σ over parity p, tap t, k of
-// dy[k][2i + 2 − 2a − py][2j + 2 − 2b − px] · Wc_p[t][c][k], p and t ascending.
+// Component k of v; k is a constant after unrolling, so this folds away.
+__device__ __forceinline__ float thin_comp(const float4& v, int k) {
+  return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
+// Filter value (4p + t)·KC + k of a channel's 4·KC float4.
+template <int KC>
+__device__ __forceinline__ float thin_w(const float4 (&wv)[4 * KC], int pt, int k) {
+  return thin_comp(wv[(pt * KC + k) >> 2], (pt * KC + k) & 3);
+}
+
+// Pair m's image, low row and first column; whether it holds a second pixel.
+__device__ __forceinline__ void thin_pair(const UpArgs& a, int m, int& n, int& i, int& j0,
+                                          bool& two) {
+  int rest, jp;
+  a.fwp.divmod(m, rest, jp);
+  a.fh.divmod(rest, n, i);
+  j0 = 2 * jp;
+  two = j0 + 1 < a.w;
+}
+
+// v[r][q] = row_r[q] (row_r = &x_c[i − 1 + r][j0 − 1]), 0 outside the map: bit
+// 4r + q of `inside` says whether it lies inside (a row pointer is formed but
+// not read from when its row is outside).
+__device__ __forceinline__ void thin_window(const float* const (&row)[3], unsigned inside,
+                                            float (&v)[3][4]) {
+#pragma unroll
+  for (int r = 0; r < 3; ++r)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) v[r][q] = (inside >> (4 * r + q)) & 1u ? __ldg(row[r] + q) : 0.f;
+}
+
+__device__ __forceinline__ unsigned thin_window_bits(const UpArgs& a, int i, int j0) {
+  unsigned bits = 0;
+#pragma unroll
+  for (int r = 0; r < 3; ++r)
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      if ((unsigned)(i - 1 + r) < (unsigned)a.h && (unsigned)(j0 - 1 + q) < (unsigned)a.w)
+        bits |= 1u << (4 * r + q);
+  return bits;
+}
+
+template <int KC>
+union ThinFwdSmem {
+  float4 w[kThinFoldWarps][kThinFoldStage * 4 * KC];     // each warp's staged filters
+  float red[kThinFoldWarps / 2][KC * 8][32];              // the tree's upper half: [k·8 + py·4 + col][lane]
+};
+
+// Forward. acc[k][py][q] is output (k, 2i + py, 2j0 + q); `vec`: W % 4 == 0 and
+// y 16-byte aligned (float4 stores).
+template <int KC>
+__global__ void __launch_bounds__(kThinFoldThreads, 2)
+    upconv_thin_fwd_kernel(const __grid_constant__ UpArgs a, const float* __restrict__ x,
+                           const float4* __restrict__ wc, const float* __restrict__ bias, bool relu,
+                           bool vec, float* __restrict__ y) {
+  __shared__ __align__(16) ThinFwdSmem<KC> sm;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int m = blockIdx.x * 32 + lane;
+  const bool valid = m < a.Mp;
+  int n, i, j0;
+  bool two;
+  thin_pair(a, valid ? m : 0, n, i, j0, two);
+  const unsigned inside = valid ? thin_window_bits(a, i, j0) : 0u;
+  const int cw = (a.C + kThinFoldWarps - 1) / kThinFoldWarps;
+  const int cbeg = min(a.C, warp * cw), cend = min(a.C, cbeg + cw);
+  // The window rows of the next channel to load, advanced a plane at a time.
+  const float* row[3];
+#pragma unroll
+  for (int r = 0; r < 3; ++r)
+    row[r] = x + ((size_t)n * a.C + cbeg) * a.hw + (ptrdiff_t)(i - 1 + r) * a.w + (j0 - 1);
+
+  float acc[KC][2][4];
+#pragma unroll
+  for (int k = 0; k < KC; ++k)
+#pragma unroll
+    for (int py = 0; py < 2; ++py)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[k][py][q] = 0.f;
+
+  float nxt[3][4];
+  if (cbeg < cend) thin_window(row, inside, nxt);
+  float4* sw = sm.w[warp];
+  int cl = kThinFoldStage;  // channel c's staging slot; kThinFoldStage starts a round
+  for (int c = cbeg; c < cend; ++c, ++cl) {
+    if (cl == kThinFoldStage) {  // warp-uniform
+      __syncwarp();  // the previous round's reads are done
+      const int n4 = min(kThinFoldStage, cend - c) * 4 * KC;
+      for (int e = lane; e < n4; e += 32) sw[e] = __ldg(wc + (size_t)c * 4 * KC + e);
+      __syncwarp();
+      cl = 0;
+    }
+    float v[3][4];
+#pragma unroll
+    for (int r = 0; r < 3; ++r)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) v[r][q] = nxt[r][q];
+    if (c + 1 < cend) {
+#pragma unroll
+      for (int r = 0; r < 3; ++r) row[r] += a.hw;
+      thin_window(row, inside, nxt);
+    }
+    float4 wv[4 * KC];
+#pragma unroll
+    for (int e = 0; e < 4 * KC; ++e) wv[e] = sw[cl * 4 * KC + e];
+#pragma unroll
+    for (int pt = 0; pt < 16; ++pt) {
+      const int py = pt >> 3, px = (pt >> 2) & 1, ta = (pt >> 1) & 1, tb = pt & 1;
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const float xv = v[ta + py][u + tb + px];
+#pragma unroll
+        for (int k = 0; k < KC; ++k)
+          acc[k][py][2 * u + px] = fmaf(xv, thin_w<KC>(wv, pt, k), acc[k][py][2 * u + px]);
+      }
+    }
+  }
+
+  // The 8 warps' partial outputs, added in a fixed tree: w += w + 4, w += w + 2, w += w + 1.
+#pragma unroll
+  for (int half = kThinFoldWarps / 2; half > 0; half >>= 1) {
+    __syncthreads();  // staging (first level) or the last level's reads are done
+    if (warp >= half && warp < 2 * half) {
+#pragma unroll
+      for (int k = 0; k < KC; ++k)
+#pragma unroll
+        for (int py = 0; py < 2; ++py)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) sm.red[warp - half][k * 8 + py * 4 + q][lane] = acc[k][py][q];
+    }
+    __syncthreads();
+    if (warp < half) {
+#pragma unroll
+      for (int k = 0; k < KC; ++k)
+#pragma unroll
+        for (int py = 0; py < 2; ++py)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) acc[k][py][q] += sm.red[warp][k * 8 + py * 4 + q][lane];
+    }
+  }
+  if (warp != 0 || !valid) return;
+#pragma unroll
+  for (int k = 0; k < KC; ++k) {
+    const float bk = bias ? __ldg(bias + k) : 0.f;
+#pragma unroll
+    for (int py = 0; py < 2; ++py) {
+      float o[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        o[q] = acc[k][py][q];
+        if (bias) o[q] += bk;
+        if (relu) o[q] = relu_of(o[q]);
+      }
+      float* dst = y + ((size_t)n * KC + k) * a.HW + (size_t)(2 * i + py) * a.W + 2 * j0;
+      if (vec) {
+        *reinterpret_cast<float4*>(dst) = make_float4(o[0], o[1], o[2], o[3]);
+      } else {
+        dst[0] = o[0];
+        dst[1] = o[1];
+        if (two) {
+          dst[2] = o[2];
+          dst[3] = o[3];
+        }
+      }
+    }
+  }
+}
+
+// Backward data: block (blockIdx.x, blockIdx.y) = 256 pairs × channels
+// [blockIdx.y·kThinFoldChannels, …). dx_low(i, j) = Σ over parity p, tap t, k
+// of dy[k][2i + 2 − 2a − py][2j + 2 − 2b − px] · Wc_p[t][c][k], p, t, k
+// ascending; d[r][q][k] = dy[k][2i − 1 + r][2j0 − 1 + q]. `vec`: w even and
+// mask, dx 8-byte aligned (float2 accesses).
 template <int KC>
 __global__ void __launch_bounds__(kThinFoldThreads)
     upconv_thin_dgrad_kernel(const __grid_constant__ UpArgs a, const float* __restrict__ dy,
-                             const float4* __restrict__ wc, int per, const float* __restrict__ mask,
-                             float* __restrict__ dx) {
-  __shared__ float4 sw[16 * kThinFoldMaxGroup];
-  const int c0 = blockIdx.y * per, nc = min(per, a.C - c0);
-  stage_thin_filters(wc, c0, nc, sw);
+                             const float4* __restrict__ wc, const float* __restrict__ mask,
+                             bool vec, float* __restrict__ dx) {
+  __shared__ float4 sw[kThinFoldChannels * 4 * KC];
+  __shared__ float2 mring[kThinMaskStages][kThinFoldThreads];
+  const int c0 = blockIdx.y * kThinFoldChannels, nc = min(kThinFoldChannels, a.C - c0);
+  for (int e = threadIdx.x; e < nc * 4 * KC; e += kThinFoldThreads)
+    sw[e] = __ldg(wc + (size_t)c0 * 4 * KC + e);
+  __syncthreads();
   const int m = blockIdx.x * kThinFoldThreads + threadIdx.x;
-  if (m >= a.M) return;
-  int img, ij, i, j;
-  a.fhw.divmod(m, img, ij);
-  a.fw.divmod(ij, i, j);
-  float d[16][KC];
+  if (m >= a.Mp) return;
+  int n, i, j0;
+  bool two;
+  thin_pair(a, m, n, i, j0, two);
+  const size_t base = ((size_t)n * a.C + c0) * a.hw + (size_t)i * a.w + j0;
+  // The masks of channels c + 1 .. c + kThinMaskStages − 1 are in flight (cp.async)
+  // while channel c computes; each thread reads back only what it copied.
+  auto fetch_mask = [&](int c) {
+    if (mask && c < nc) {
+      const float* src = mask + base + (size_t)c * a.hw;
+      float* dst = &mring[c % kThinMaskStages][threadIdx.x].x;
+      if (vec) {
+        copy8(dst, src, true);
+      } else {
+        copy4(dst, src, true);
+        copy4(dst + 1, two ? src + 1 : src, two);
+      }
+    }
+    copy_commit();  // possibly empty: one group per channel keeps the count
+  };
 #pragma unroll
-  for (int pt = 0; pt < 16; ++pt) {
-    const int p = pt >> 2, t = pt & 3;
-    const int yy = 2 * i + 2 - 2 * (t >> 1) - (p >> 1), xx = 2 * j + 2 - 2 * (t & 1) - (p & 1);
-    const bool ok = (unsigned)yy < (unsigned)a.H && (unsigned)xx < (unsigned)a.W;
+  for (int c = 0; c < kThinMaskStages - 1; ++c) fetch_mask(c);
+  float d[4][6][KC];
 #pragma unroll
-    for (int k = 0; k < KC; ++k)
-      d[pt][k] = ok ? __ldg(dy + ((size_t)img * KC + k) * a.HW + yy * a.W + xx) : 0.f;
+  for (int r = 0; r < 4; ++r) {
+    const int yy = 2 * i - 1 + r;
+#pragma unroll
+    for (int q = 0; q < 6; ++q) {
+      const int xx = 2 * j0 - 1 + q;
+      const bool ok = (unsigned)yy < (unsigned)a.H && (unsigned)xx < (unsigned)a.W;
+#pragma unroll
+      for (int k = 0; k < KC; ++k)
+        d[r][q][k] = ok ? __ldg(dy + ((size_t)n * KC + k) * a.HW + yy * a.W + xx) : 0.f;
+    }
   }
-  const size_t base = ((size_t)img * a.C + c0) * a.hw + (size_t)i * a.w + j;
   for (int c = 0; c < nc; ++c) {
-    float s = 0.f;
+    copy_wait<kThinMaskStages - 2>();  // channel c's mask has landed
+    float4 wv[4 * KC];
+#pragma unroll
+    for (int e = 0; e < 4 * KC; ++e) wv[e] = sw[c * 4 * KC + e];
+    float s[2] = {0.f, 0.f};
 #pragma unroll
     for (int pt = 0; pt < 16; ++pt) {
-      const float4 wv = sw[c * 16 + pt];
-      const float wk[4] = {wv.x, wv.y, wv.z, wv.w};
+      const int py = pt >> 3, px = (pt >> 2) & 1, ta = (pt >> 1) & 1, tb = pt & 1;
 #pragma unroll
-      for (int k = 0; k < KC; ++k) s = fmaf(d[pt][k], wk[k], s);
+      for (int u = 0; u < 2; ++u)
+#pragma unroll
+        for (int k = 0; k < KC; ++k)
+          s[u] = fmaf(d[3 - 2 * ta - py][2 * u + 3 - 2 * tb - px][k], thin_w<KC>(wv, pt, k), s[u]);
+    }
+    if (mask) {
+      const float2 mk = mring[c % kThinMaskStages][threadIdx.x];
+      s[0] = ConvOut::masked(s[0], mk.x);
+      s[1] = ConvOut::masked(s[1], mk.y);
     }
     const size_t at = base + (size_t)c * a.hw;
-    dx[at] = mask ? ConvOut::masked(s, __ldg(mask + at)) : s;
+    if (vec) {
+      *reinterpret_cast<float2*>(dx + at) = make_float2(s[0], s[1]);
+    } else {
+      dx[at] = s[0];
+      if (two) dx[at + 1] = s[1];
+    }
+    // The slot of channel c is refilled only after its value was used above.
+    fetch_mask(c + kThinMaskStages - 1);
   }
 }
 
 // Weight gradient: warp w of block bx = channel 8·bx + w; slice z = blockIdx.y
-// covers low pixels [z·per, min((z+1)·per, M)), lane l the pixels l, l + 32, …
-// of it. ws[z·stride + c·16·KC + (p·4 + t)·KC + k] = Σ x(tap t of parity p)·dy(p, k);
-// ws[z·stride + C·16·KC + k] = Σ dy[k] over the slice's pixels' 2×2 blocks
-// (warp 0 of block 0). stride = (C·16 + 1)·KC.
-constexpr int kThinFoldWarps = 8;
-
+// covers units [z·per, min((z+1)·per, Mu)), lane l its units l, l + 32, …. A
+// unit is one pair column jp of kThinFoldBand rows of one image, numbered
+// u = (n·bands + band)·wp + jp; the lane walks down its rows, so each row reads
+// one new row of the x window (4 values) and its two rows of dy.
+// ws[z·stride + (c·16 + 4p + t)·KC + k] = Σ x(tap t of parity p)·dy(p, k) over
+// the slice; ws[z·stride + 16·C·KC + w·KC + k] = warp w's share of Σ dy[k] (the
+// blocks of channel block 0, warps w < min(8, C): unit r of a lane counts in
+// warp r mod min(8, C)). stride = (16·C + 8)·KC. `vec`: W % 4 == 0 and dy
+// 16-byte aligned (float4 loads).
 template <int KC>
-__global__ void __launch_bounds__(kThinFoldWarps * 32)
+__global__ void __launch_bounds__(kThinFoldThreads, KC < 4 ? 2 : 1)  // K = 4 would spill at 2
     upconv_thin_wgrad_kernel(const __grid_constant__ UpArgs a, const float* __restrict__ x,
-                             const float* __restrict__ dy, int per, float* __restrict__ ws) {
-  const int lane = threadIdx.x & 31, c = blockIdx.x * kThinFoldWarps + (threadIdx.x >> 5);
+                             const float* __restrict__ dy, int per, bool vec,
+                             float* __restrict__ ws) {
+  constexpr int RB = kThinFoldBand;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, c = blockIdx.x * kThinFoldWarps + warp;
   if (c >= a.C) return;  // warp-uniform; no block-wide synchronization below
-  const bool bias = c == 0;
-  const int q0 = blockIdx.y * per, q1 = min(q0 + per, a.M);
-  float acc[16][KC] = {};
-  float accb[KC] = {};
-  for (int q = q0 + lane; q < q1; q += 32) {
-    int img, ij, i, j;
-    a.fhw.divmod(q, img, ij);
-    a.fw.divmod(ij, i, j);
-    const float* xc = x + ((size_t)img * a.C + c) * a.hw;
-    float v[3][3];
+  const bool bias = blockIdx.x == 0;
+  const int nb = min(kThinFoldWarps, a.C);  // warps sharing the bias sums
+  const int u0 = blockIdx.y * per, u1 = min(u0 + per, a.Mu);
+  float acc[16][KC], accb[KC];
 #pragma unroll
-    for (int ry = 0; ry < 3; ++ry)
+  for (int k = 0; k < KC; ++k) {
+    accb[k] = 0.f;
 #pragma unroll
-      for (int rx = 0; rx < 3; ++rx) {
-        const int yy = i + ry - 1, xx = j + rx - 1;
-        v[ry][rx] = (unsigned)yy < (unsigned)a.h && (unsigned)xx < (unsigned)a.w
-                        ? __ldg(xc + yy * a.w + xx) : 0.f;
+    for (int pt = 0; pt < 16; ++pt) acc[pt][k] = 0.f;
+  }
+  int turn = 0;
+  for (int u = u0 + lane; u < u1; u += 32) {
+    int rest, jp, n, band;
+    a.fwp.divmod(u, rest, jp);
+    a.fbands.divmod(rest, n, band);
+    const int j0 = 2 * jp, i0 = band * RB;
+    const bool two = j0 + 1 < a.w;
+    unsigned cols = 0;  // bit q: column j0 − 1 + q lies inside
+#pragma unroll
+    for (int q = 0; q < 4; ++q) cols |= (unsigned)(j0 - 1 + q) < (unsigned)a.w ? 1u << q : 0u;
+    const float* xc = x + ((size_t)n * a.C + c) * a.hw;
+    float v[RB + 2][4];  // x rows i0 − 1 .. i0 + RB, columns j0 − 1 .. j0 + 2
+#pragma unroll
+    for (int r = 0; r < RB + 2; ++r) {
+      const int row = i0 - 1 + r;
+      const bool rok = (unsigned)row < (unsigned)a.h;
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        v[r][q] = rok && ((cols >> q) & 1u) ? __ldg(xc + (row * a.w + j0 - 1) + q) : 0.f;
+    }
+    const bool share = bias && turn == warp;
+    if (bias && ++turn == nb) turn = 0;
+#pragma unroll
+    for (int r = 0; r < RB; ++r) {
+      const int i = i0 + r;
+      if (i >= a.h) break;
+      float g[2][4][KC];  // dy[k][2i + py][2j0 + q]
+#pragma unroll
+      for (int py = 0; py < 2; ++py)
+#pragma unroll
+        for (int k = 0; k < KC; ++k) {
+          const float* src = dy + ((size_t)n * KC + k) * a.HW + (size_t)(2 * i + py) * a.W + 2 * j0;
+          if (vec) {
+            const float4 t = __ldg(reinterpret_cast<const float4*>(src));
+            g[py][0][k] = t.x, g[py][1][k] = t.y, g[py][2][k] = t.z, g[py][3][k] = t.w;
+          } else {
+            g[py][0][k] = __ldg(src);
+            g[py][1][k] = __ldg(src + 1);
+            g[py][2][k] = two ? __ldg(src + 2) : 0.f;
+            g[py][3][k] = two ? __ldg(src + 3) : 0.f;
+          }
+        }
+      if (share) {
+#pragma unroll
+        for (int k = 0; k < KC; ++k)
+#pragma unroll
+          for (int py = 0; py < 2; ++py)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) accb[k] += g[py][q][k];
       }
 #pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      const float* dyp = dy + (size_t)img * KC * a.HW + (2 * i + (p >> 1)) * a.W + 2 * j + (p & 1);
+      for (int pt = 0; pt < 16; ++pt) {
+        const int py = pt >> 3, px = (pt >> 2) & 1, ta = (pt >> 1) & 1, tb = pt & 1;
 #pragma unroll
-      for (int k = 0; k < KC; ++k) {
-        const float g = __ldg(dyp + (size_t)k * a.HW);
-        if (bias) accb[k] += g;
+        for (int uu = 0; uu < 2; ++uu)
 #pragma unroll
-        for (int t = 0; t < 4; ++t)
-          acc[p * 4 + t][k] = fmaf(v[(t >> 1) + (p >> 1)][(t & 1) + (p & 1)], g, acc[p * 4 + t][k]);
+          for (int k = 0; k < KC; ++k)
+            acc[pt][k] = fmaf(v[r + ta + py][uu + tb + px], g[py][2 * uu + px][k], acc[pt][k]);
       }
     }
   }
@@ -599,10 +778,12 @@ __global__ void __launch_bounds__(kThinFoldWarps * 32)
     for (int pt = 0; pt < 16; ++pt)
 #pragma unroll
       for (int k = 0; k < KC; ++k) acc[pt][k] += __shfl_xor_sync(0xffffffffu, acc[pt][k], off);
+    if (bias) {
 #pragma unroll
-    for (int k = 0; k < KC; ++k) accb[k] += __shfl_xor_sync(0xffffffffu, accb[k], off);
+      for (int k = 0; k < KC; ++k) accb[k] += __shfl_xor_sync(0xffffffffu, accb[k], off);
+    }
   }
-  float* o = ws + (size_t)blockIdx.y * (16 * a.C + 1) * KC;
+  float* o = ws + (size_t)blockIdx.y * (16 * a.C + kThinFoldWarps) * KC;
   if (lane < 16) {
 #pragma unroll
     for (int pt = 0; pt < 16; ++pt)
@@ -612,19 +793,20 @@ __global__ void __launch_bounds__(kThinFoldWarps * 32)
   }
   if (bias && lane == 0)
 #pragma unroll
-    for (int k = 0; k < KC; ++k) o[(size_t)16 * a.C * KC + k] = accb[k];
+    for (int k = 0; k < KC; ++k) o[((size_t)16 * a.C + warp) * KC + k] = accb[k];
 }
 
 // dw[k][c][r][s] += Σ_p Σ_z ws[z·stride + (c·16 + p·4 + t)·K + k], t the tap of
-// parity p that (r, s) lands in; db[k] += Σ_z ws[z·stride + 16·C·K + k]; p then z
-// ascending, in double. One thread per element of dw (then of db), in blocks of
-// kThinReduceThreads (few elements: small blocks spread them over more SMs).
+// parity p that (r, s) lands in; db[k] += Σ_z Σ_{w < min(8, C)} ws[z·stride +
+// (16·C + w)·K + k]; p, z, w ascending, in double. One thread per element of dw
+// (then of db), in blocks of kThinReduceThreads (few elements: small blocks
+// spread them over more SMs).
 constexpr int kThinReduceThreads = 64;
 
 __global__ void __launch_bounds__(kThinReduceThreads)
     upconv_thin_wgrad_reduce_kernel(const float* __restrict__ ws, int slices, int K, int C,
                                     float* __restrict__ dw, float* __restrict__ db) {
-  const long long stride = (16ll * C + 1) * K, nw = 9ll * K * C;
+  const long long stride = (16ll * C + kThinFoldWarps) * K, nw = 9ll * K * C;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < nw + K;
        i += (long long)gridDim.x * blockDim.x) {
     double s = 0.0;
@@ -632,16 +814,18 @@ __global__ void __launch_bounds__(kThinReduceThreads)
       const int rs = int(i % 9), r = rs / 3, q = rs - 3 * r;
       const long long kc = i / 9;
       const int c = int(kc % C), k = int(kc / C);
+#pragma unroll
       for (int p = 0; p < 4; ++p) {
         const int t = 2 * fold_tap(p >> 1, r) + fold_tap(p & 1, q);
         const float* src = ws + ((long long)c * 16 + p * 4 + t) * K + k;
-#pragma unroll 4
+#pragma unroll 8
         for (int z = 0; z < slices; ++z) s += (double)src[z * stride];
       }
       dw[i] = (float)((double)dw[i] + s);
     } else if (db) {
-      const int k = int(i - nw);
-      for (int z = 0; z < slices; ++z) s += (double)ws[z * stride + 16ll * C * K + k];
+      const int k = int(i - nw), nb = min(kThinFoldWarps, C);
+      for (int z = 0; z < slices; ++z)
+        for (int w = 0; w < nb; ++w) s += (double)ws[z * stride + (16ll * C + w) * K + k];
       db[k] = (float)((double)db[k] + s);
     }
   }
