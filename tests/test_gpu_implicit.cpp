@@ -921,6 +921,35 @@ TEST(GpuImplicitThin, ManySlices) {
               6400);
 }
 
+// Few input channels (1 ≤ C ≤ 4, K > 4, 3×3 stride 1 pad 1): the weight
+// gradient runs on thin_input_wgrad_kernel (implicit_thin_input_kernels.cuh),
+// forward and backward_data stay on the GEMM. Units of 32 pixels: one pixel
+// (1×1), widths short of a unit (5, 7) and past one (33: a unit of one pixel;
+// 65: three units), K short of (17), equal to (256) and past (300: a second,
+// nearly empty block of 256 output channels) one block; batches up to 8 (64
+// slices of 4 units). Every C from 1 to 4 (C = 4: 512 threads a block).
+TEST(GpuImplicitThinInput, WeightGradShapes) {
+  HPMC_REQUIRE_GPU();
+  check_convs(
+      {
+          {1, 1, 1, 1, 5, 3, 3, 1, 1},
+          {2, 3, 7, 5, 17, 3, 3, 1, 1},
+          {3, 2, 9, 33, 64, 3, 3, 1, 1},
+          {1, 4, 5, 40, 300, 3, 3, 1, 1},
+          {1, 3, 3, 65, 8, 3, 3, 1, 1},
+          {2, 3, 32, 32, 256, 3, 3, 1, 1},   // the CIFAR autoencoder's conv1
+          {4, 1, 28, 28, 16, 3, 3, 1, 1},    // the Fashion autoencoder's conv1
+          {8, 3, 32, 32, 40, 3, 3, 1, 1},
+      },
+      6050);
+  check_conv({2, 3, 11, 37, 24, 3, 3, 1, 1}, 6060, /*bias=*/false);
+  check_conv({2, 4, 6, 32, 9, 3, 3, 1, 1}, 6061, /*bias=*/true, /*misalign=*/1);
+  uint64_t seed = 6070;
+  for (const ConvCase& cc : std::vector<ConvCase>{{8, 3, 32, 32, 256, 3, 3, 1, 1},
+                                                  {3, 2, 9, 33, 300, 3, 3, 1, 1}})
+    expect_deterministic(cc, seed++, "few-input-channel conv2d (determinism)");
+}
+
 // Two runs give the same bits: every thin kernel sums in a fixed order.
 TEST(GpuImplicitThin, Deterministic) {
   HPMC_REQUIRE_GPU();

@@ -147,6 +147,7 @@
 #include "layers/gpu/implicit_conv_kernels.cuh"
 #include "layers/gpu/implicit_gemm_core.cuh"
 #include "layers/gpu/implicit_plan.h"
+#include "layers/gpu/implicit_thin_input_kernels.cuh"
 #include "layers/gpu/implicit_upconv_kernels.cuh"
 
 namespace hpmc::gpu {
@@ -240,6 +241,10 @@ Scratch& scratch() {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 bool aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0; }
+
+void check_grid(const char* what, long long gx) {
+  if (gx > INT_MAX) throw RuntimeError(str(what, ": ", gx, " blocks is too many for one launch"));
+}
 
 void check_shape(const Conv2dShape& s) {
   if (s.N < 0 || s.C < 0 || s.H < 0 || s.W < 0 || s.K < 0 || s.R < 1 || s.S < 1 ||
@@ -567,6 +572,43 @@ void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const flo
   }
 }
 
+// ---- few input channels (implicit_thin_input_kernels.cuh) ------------------------------
+// The weight gradient's slices come from the shape alone (kPlanSMs): one block
+// of 256 output channels per SM, at least 4 units (of 32 pixels) a slice.
+
+bool thin_input_applies(const Conv2dShape& s) {
+  return s.C >= 1 && s.C <= kThinInputMaxC && s.K > kThinMaxK && s.R == 3 && s.S == 3 &&
+         s.stride == 1 && s.pad == 1 && s.P == s.H && s.Q == s.W;
+}
+
+void thin_input_weight_grad(const Conv2dShape& s, const float* x, const float* dy, float* dw,
+                            float* db) {
+  TiArgs a{};
+  a.N = s.N, a.C = s.C, a.H = s.H, a.W = s.W, a.K = s.K;
+  a.HW = s.H * s.W;
+  a.CHW = s.C * a.HW;
+  a.ld = 9 * s.C + (db ? 1 : 0);
+  const int cb = (s.W + kTiCols - 1) / kTiCols;
+  a.units = int((long long)s.N * s.H * cb);  // ≤ N·H·W, which check_shape bounds
+  a.fCb = FastDiv(cb);
+  a.fH = FastDiv(s.H);
+  const long long gx = (s.K + kTiKB - 1) / kTiKB;
+  long long want = std::max(1ll, (long long)kPlanSMs / gx);
+  want = std::min(want, std::max(1ll, (long long)a.units / 4));
+  const int per = int((a.units + want - 1) / want), slices = (a.units + per - 1) / per;
+  float* ws = scratch().get(size_t(slices) * size_t(s.K) * size_t(a.ld));
+  constexpr size_t smem = thin_input_smem_bytes();
+  allow_smem<thin_input_wgrad_kernel>(smem);
+  thin_input_wgrad_kernel<<<dim3(unsigned(gx), unsigned(slices)), 2 * kTiKG * s.C, smem>>>(
+      a, x, dy, per, db != nullptr, ws);
+  HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (few input channels)");
+  const long long count = (long long)s.K * a.ld;
+  check_grid("implicit conv2d backward_params (few input channels, slice sum)", (count + 31) / 32);
+  thin_input_reduce_kernel<<<unsigned((count + 31) / 32), 32 * kTiReduceWarps>>>(
+      ws, slices, s.K, 9 * s.C, a.ld, dw, db);
+  HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (few input channels, slice sum)");
+}
+
 // ---- the upsample fold (implicit_upconv_kernels.cuh) ------------------------------------
 
 namespace {
@@ -800,10 +842,6 @@ namespace {
 constexpr long long kThinFoldBlocks = 2 * kPlanSMs;
 constexpr long long kThinFoldMinUnits = 64;
 
-void check_grid(const char* what, long long gx) {
-  if (gx > INT_MAX) throw RuntimeError(str(what, ": ", gx, " blocks is too many for one launch"));
-}
-
 UpArgs checked_thin_args(const Conv2dShape& s) {
   check_shape(s);
   if (!upconv_thin_applies(s))
@@ -950,6 +988,10 @@ void conv2d_backward_params(const Conv2dShape& s, const float* x, const float* d
   if (thin != ThinPath::kNone) {
     float* ws = scratch().get(thin_params_workspace(s, thin));
     thin_backward_params(s, thin, x, dy, dw, db, ws);
+    return;
+  }
+  if (thin_input_applies(s)) {
+    thin_input_weight_grad(s, x, dy, dw, db);
     return;
   }
   const ConvPlan p = plan_conv(s, ConvPass::kWeightGrad);
