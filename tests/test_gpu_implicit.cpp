@@ -1231,6 +1231,24 @@ TEST(ImplicitPlan, ThinChoices) {
   EXPECT_EQ(choose_thin(256, 3, 3, 1, 1, 32, true), ThinPath::kNone);
 }
 
+// The few-input-channel rule: C from 1 to kThinInputMaxC, K past the thin rule,
+// 3×3 stride 1 pad 1 only.
+TEST(ImplicitPlan, ThinInputChoices) {
+  using namespace gpu::implicit_detail;
+  EXPECT_TRUE(thin_input_applies(3, 256, 3, 3, 1, 1));  // CIFAR conv1
+  EXPECT_TRUE(thin_input_applies(1, 16, 3, 3, 1, 1));   // Fashion conv1
+  for (int c = 1; c <= kThinInputMaxC; ++c) {
+    EXPECT_TRUE(thin_input_applies(c, kThinMaxK + 1, 3, 3, 1, 1)) << c;
+    EXPECT_FALSE(thin_input_applies(c, kThinMaxK, 3, 3, 1, 1)) << c;  // a thin convolution
+    EXPECT_FALSE(thin_input_applies(c, 64, 3, 3, 2, 1)) << c;
+    EXPECT_FALSE(thin_input_applies(c, 64, 3, 3, 1, 0)) << c;
+    EXPECT_FALSE(thin_input_applies(c, 64, 5, 5, 1, 2)) << c;
+    EXPECT_FALSE(thin_input_applies(c, 64, 1, 1, 1, 0)) << c;
+  }
+  EXPECT_FALSE(thin_input_applies(0, 64, 3, 3, 1, 1));
+  EXPECT_FALSE(thin_input_applies(kThinInputMaxC + 1, 64, 3, 3, 1, 1));
+}
+
 // Every unit of work lies in exactly one non-empty slice; slices hold at least
 // min_items units when there are several, and there are at most kMaxSplits.
 TEST(ImplicitPlan, ThinSplitsCoverEveryItemOnce) {

@@ -576,11 +576,6 @@ void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const flo
 // The weight gradient's slices come from the shape alone (kPlanSMs): one block
 // of 256 output channels per SM, at least 4 units (of 32 pixels) a slice.
 
-bool thin_input_applies(const Conv2dShape& s) {
-  return s.C >= 1 && s.C <= kThinInputMaxC && s.K > kThinMaxK && s.R == 3 && s.S == 3 &&
-         s.stride == 1 && s.pad == 1 && s.P == s.H && s.Q == s.W;
-}
-
 void thin_input_weight_grad(const Conv2dShape& s, const float* x, const float* dy, float* dw,
                             float* db) {
   TiArgs a{};
@@ -990,7 +985,7 @@ void conv2d_backward_params(const Conv2dShape& s, const float* x, const float* d
     thin_backward_params(s, thin, x, dy, dw, db, ws);
     return;
   }
-  if (thin_input_applies(s)) {
+  if (thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad)) {
     thin_input_weight_grad(s, x, dy, dw, db);
     return;
   }

@@ -205,6 +205,17 @@ inline ThinPath choose_thin(int K, int R, int S, int stride, int pad, int W, boo
   return ThinPath::kGeneric;
 }
 
+// Few input channels: the weight gradient of a 3×3, stride-1, pad-1
+// convolution with 1 ≤ C ≤ kThinInputMaxC and K > kThinMaxK (an image model's
+// first layer) runs on thin_input_wgrad_kernel (implicit_thin_input_kernels.cuh);
+// its forward and backward_data stay on the GEMM.
+constexpr int kThinInputMaxC = 4;
+
+inline bool thin_input_applies(int C, int K, int R, int S, int stride, int pad) {
+  return C >= 1 && C <= kThinInputMaxC && K > kThinMaxK && R == 3 && S == 3 && stride == 1 &&
+         pad == 1;
+}
+
 // Split of the thin weight gradient's reduction: `items` units of work (warp
 // tiles or pixels) over slices of `per` consecutive units, next to `gx` blocks
 // per slice. Aims at kSplitTarget blocks in all, at most kMaxSplits slices, at

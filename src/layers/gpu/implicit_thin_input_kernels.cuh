@@ -33,10 +33,10 @@
 
 #include "layers/gpu/implicit_fastdiv.h"
 #include "layers/gpu/implicit_gemm_core.cuh"
+#include "layers/gpu/implicit_plan.h"
 
 namespace hpmc::gpu::implicit_detail {
 
-constexpr int kThinInputMaxC = 4;
 constexpr int kTiKG = 64;            // k groups per block
 constexpr int kTiKB = 4 * kTiKG;     // output channels per block
 constexpr int kTiCols = 32;          // pixels per unit
