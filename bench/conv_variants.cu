@@ -21,7 +21,7 @@
 // 2 FLOPs per multiply-add of the GEMM (padding and structural zeros not
 // counted). The planned calls include their helper kernels (weight re-layout,
 // split-K sums); "default" is the public function (backward_params with its
-// bias gradient). Inputs are uniform random in [−1, 1).
+// bias gradient; conv1's runs on the few-input-channel kernel, not a plan). Inputs are uniform random in [−1, 1).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -151,9 +151,16 @@ int main(int argc, char** argv) {
       else def = [&] { gpu::implicit::conv2d_backward_params(s, x, dy, dw, db); };
       const ConvPlan dp = plan_conv(s, pass);
       const double def_ms = time_ms(def, reps);
-      std::printf("%s %-5s  default %s/%d/%s  %.4f ms  %.1f TF\n", l.name, pass_names[pi],
-                  tile_name(dp.tile), dp.splits, dp.tap ? "tap" : "chw", def_ms,
-                  gflop / def_ms);
+      // The default's route: the few-input-channel weight gradient has a kernel of
+      // its own (implicit_thin_input_kernels.cuh), every other pass the plan below.
+      char route[64];
+      if (pass == ConvPass::kWeightGrad && thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad))
+        std::snprintf(route, sizeof route, "thin-input");
+      else
+        std::snprintf(route, sizeof route, "%s/%d/%s", tile_name(dp.tile), dp.splits,
+                      dp.tap ? "tap" : "chw");
+      std::printf("%s %-5s  default %s  %.4f ms  %.1f TF\n", l.name, pass_names[pi], route,
+                  def_ms, gflop / def_ms);
       Best best{std::string(l.name) + " " + pass_names[pi], def_ms, 1e30, ""};
 
       std::vector<int> split_list;
