@@ -21,7 +21,8 @@
 // 2 FLOPs per multiply-add of the GEMM (padding and structural zeros not
 // counted). The planned calls include their helper kernels (weight re-layout,
 // split-K sums); "default" is the public function (backward_params with its
-// bias gradient; conv1's runs on the few-input-channel kernel, not a plan). Inputs are uniform random in [−1, 1).
+// bias gradient; conv1's runs on the few-input-channel kernel, not a plan).
+// Inputs are uniform random in [−1, 1).
 #include <cuda_runtime.h>
 
 #include <algorithm>

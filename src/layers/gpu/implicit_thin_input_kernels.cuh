@@ -14,9 +14,10 @@
 // z = blockIdx.y. Per unit it copies (cp.async, a ring of kTiStages buffers)
 //   ds[k][q]    = dy[n][k0 + k][h][q0 + q]          k < 256, q < 32 (row stride 33)
 //   xs[c][r][j] = x[n][c][h − 1 + r][q0 − 1 + j]    j < 34 (row stride 36)
-// with zeros outside the tensors, kTiStages − 1 units ahead of the one in use. Thread (kg, c, half), kg < 64, c < C,
-// half < 2, owns output channels k0 + kg + 64·i (i < 4) and input channel c,
-// and runs over pixels q = 16·half .. 16·half + 15 of each unit:
+// with zeros outside the tensors, kTiStages − 1 units ahead of the one in
+// use. Thread (kg, c, half), kg < 64, c < C, half < 2, owns output channels
+// k0 + kg + 64·i (i < 4) and input channel c, and runs over pixels
+// q = 16·half .. 16·half + 15 of each unit:
 //   acc[i][r][s] += ds[kg + 64·i][q] · xs[c][r][q + s]
 // — 4 dy reads (distinct banks across the warp), 3 x reads (one address for
 // the warp: the window slides along q) and 36 FMAs a pixel. The threads of
@@ -178,7 +179,8 @@ __global__ void __launch_bounds__(2 * kTiKG * kThinInputMaxC)
     if (k >= a.K) continue;
     float* row = out + (size_t)k * a.ld;
 #pragma unroll
-    for (int rs = 0; rs < 9; ++rs) row[c * 9 + rs] = acc[i][rs / 3][rs % 3] + red[(i * 10 + rs) * nh + t];
+    for (int rs = 0; rs < 9; ++rs)
+      row[c * 9 + rs] = acc[i][rs / 3][rs % 3] + red[(i * 10 + rs) * nh + t];
     if (bias) row[9 * a.C] = accb[i] + red[(i * 10 + 9) * nh + t];
   }
 }

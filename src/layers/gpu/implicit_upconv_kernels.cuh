@@ -426,7 +426,8 @@ __global__ void __launch_bounds__(256)
     const float* src = w + ((size_t)k * C + c) * 9;
     double s = 0.0;
     for (int r = fold_lo(py, t >> 1); r <= fold_hi(py, t >> 1); ++r)
-      for (int q = fold_lo(px, t & 1); q <= fold_hi(px, t & 1); ++q) s += (double)__ldg(src + r * 3 + q);
+      for (int q = fold_lo(px, t & 1); q <= fold_hi(px, t & 1); ++q)
+        s += (double)__ldg(src + r * 3 + q);
     wc[o] = (float)s;
   }
 }
@@ -475,8 +476,8 @@ __device__ __forceinline__ unsigned thin_window_bits(const UpArgs& a, int i, int
 
 template <int KC>
 union ThinFwdSmem {
-  float4 w[kThinFoldWarps][kThinFoldStage * 4 * KC];     // each warp's staged filters
-  float red[kThinFoldWarps / 2][KC * 8][32];              // the tree's upper half: [k·8 + py·4 + col][lane]
+  float4 w[kThinFoldWarps][kThinFoldStage * 4 * KC];  // each warp's staged filters
+  float red[kThinFoldWarps / 2][KC * 8][32];  // the tree's upper half: [k·8 + py·4 + col][lane]
 };
 
 // Forward. acc[k][py][q] is output (k, 2i + py, 2j0 + q); `vec`: W % 4 == 0 and
@@ -698,7 +699,8 @@ __global__ void __launch_bounds__(kThinFoldThreads, KC < 4 ? 2 : 1)  // K = 4 wo
                              const float* __restrict__ dy, int per, bool vec,
                              float* __restrict__ ws) {
   constexpr int RB = kThinFoldBand;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, c = blockIdx.x * kThinFoldWarps + warp;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int c = blockIdx.x * kThinFoldWarps + warp;
   if (c >= a.C) return;  // warp-uniform; no block-wide synchronization below
   const bool bias = blockIdx.x == 0;
   const int nb = min(kThinFoldWarps, a.C);  // warps sharing the bias sums
