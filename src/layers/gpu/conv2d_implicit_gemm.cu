@@ -93,6 +93,12 @@
 // ---- thin convolutions ----------------------------------------------------------------
 // K ≤ 4 output channels (choose_thin, implicit_plan.h) skip the GEMM engine for the
 // kernels of conv2d_thin.cu, in all three passes; they share the workspace below.
+// The weight gradient of a 3×3 pad-1 convolution with 1–4 input channels and
+// K > 4 (thin_input_applies, implicit_plan.h: an image model's first layer) runs
+// on thin_input_wgrad_kernel (implicit_thin_input_kernels.cuh): each pixel's dy
+// read once for 256 output channels, the slices summed by thin_input_reduce_kernel.
+// The fold of a thin convolution (K ≤ 4) has kernels of its own too
+// (upconv_thin_*, implicit_upconv_kernels.cuh; described there).
 //
 // ---- upsample fold (implicit::upconv_*, implicit_upconv_kernels.cuh) ------------------
 // A nearest ×2 upsample followed by a 3×3 pad-1 stride-1 convolution: output pixel
@@ -121,6 +127,7 @@
 // implicit_gemm_wide.cuh    the warp-tiled main loop with 8×16 thread tiles
 // implicit_conv_kernels.cuh the conv loaders and epilogue, and every __global__ kernel
 // implicit_upconv_kernels.cuh the upsample fold's loaders, epilogue and kernels
+// implicit_thin_input_kernels.cuh the few-input-channel weight gradient
 // implicit_plan.h           tile choice, split-K plans, GEMM_K order (pure host code,
 //                           unit-tested)
 // implicit_conv.h           the GEMM path with an explicit plan (tests, benchmark)
@@ -575,6 +582,7 @@ void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const flo
 // ---- few input channels (implicit_thin_input_kernels.cuh) ------------------------------
 // The weight gradient's slices come from the shape alone (kPlanSMs): one block
 // of 256 output channels per SM, at least 4 units (of 32 pixels) a slice.
+namespace {
 
 void thin_input_weight_grad(const Conv2dShape& s, const float* x, const float* dy, float* dw,
                             float* db) {
@@ -603,6 +611,8 @@ void thin_input_weight_grad(const Conv2dShape& s, const float* x, const float* d
       ws, slices, s.K, 9 * s.C, a.ld, dw, db);
   HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (few input channels, slice sum)");
 }
+
+}  // namespace
 
 // ---- the upsample fold (implicit_upconv_kernels.cuh) ------------------------------------
 
