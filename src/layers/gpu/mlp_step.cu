@@ -38,9 +38,11 @@
 // traces). HPMC_FUSED_CHAIN=0 puts the grid barriers back (same results).
 //
 // Every sum runs in a fixed order, with no floating-point atomics: a step is
-// deterministic. HPMC_FUSED_TIMING=1 in the environment prints the phases'
-// microseconds (block 0's clock) to stderr after every step; it synchronizes
-// each step, so it is for study, not for timing runs.
+// deterministic. In a build with -DHPMC_FUSED_PROBES=ON, HPMC_FUSED_TIMING=1
+// in the environment prints the phases' microseconds (block 0's clock) to
+// stderr after every step, and HPMC_FUSED_TRACE=file writes one step's
+// events of every block; both synchronize each step, so they are for study,
+// not for timing runs.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -158,9 +160,16 @@ struct Smem {
   int trace_n;  // events this block has traced (thread 0's)
 };
 
-// Development aid (HPMC_FUSED_TRACE=file): thread 0 of every block records
-// (event, global time, SM clock) at the points below; the host writes one
-// step's records to the file.
+// Development aids, built only with -DHPMC_FUSED_PROBES=ON (CMake): even
+// untaken, their dozen call sites cost the step 0.5 µs.
+#ifndef HPMC_FUSED_PROBES
+#define HPMC_FUSED_PROBES 0
+#endif
+constexpr bool kProbes = HPMC_FUSED_PROBES != 0;
+
+// HPMC_FUSED_TRACE=file: thread 0 of every block records (event, global
+// time, SM clock) at the points below; the host writes one step's records
+// to the file.
 constexpr int kTraceCap = 128;
 enum TraceEvent {
   kTrPhase = 1,     // a phase starts (after the grid barrier)
@@ -177,15 +186,22 @@ enum TraceEvent {
 };
 
 
-__device__ __forceinline__ void trace(const Net& net, Smem& sm, int event) {
-  if (net.trace && threadIdx.x == 0 && sm.trace_n < kTraceCap) {
+// Out of line, so that the probes change the step's code little. Its
+// arguments are plain values: a reference to the kernel's Net would make the
+// compiler copy all of Net to the stack.
+__device__ __noinline__ void trace_record(unsigned long long* trace, int* n, int event) {
+  if (*n < kTraceCap) {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    unsigned long long* r = net.trace + 3 * ((long long)blockIdx.x * kTraceCap + sm.trace_n++);
+    unsigned long long* r = trace + 3 * ((long long)blockIdx.x * kTraceCap + (*n)++);
     r[0] = (unsigned long long)event;
     r[1] = t;
     r[2] = (unsigned long long)clock64();  // the SM's cycles: its clock rate, with r[1]
   }
+}
+__device__ __forceinline__ void trace(const Net& net, Smem& sm, int event) {
+  if constexpr (kProbes)
+    if (net.trace && threadIdx.x == 0) trace_record(net.trace, &sm.trace_n, event);
 }
 
 // ---- cp.async: global → shared without a register, completed in groups -----------------
@@ -932,7 +948,7 @@ __device__ void head_row(const Net& net, Smem& sm, int r, int S, const int* read
 // Development aid: with a non-null net.times, block 0 stamps the global timer
 // at the start and after each phase.
 __device__ __forceinline__ void stamp(const Net& net, int& i) {
-  if (net.times && blockIdx.x == 0 && threadIdx.x == 0) {
+  if (kProbes && net.times && blockIdx.x == 0 && threadIdx.x == 0) {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     net.times[i] = t;
@@ -1120,7 +1136,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
       false, first_ho);
   stamp(net, ts);
   trace(net, sm, kTrEnd);
-  if (net.times) {
+  if (kProbes && net.times) {
     barrier();
     stamp(net, ts);
   }
@@ -1254,8 +1270,16 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   // than 8, at a slightly dearer grid barrier.
   s_->blocks = sms * std::min(per_sm, 2);
   s_->max_batch = d.max_batch;
-  s_->timing = std::getenv("HPMC_FUSED_TIMING") != nullptr;
-  if (const char* t = std::getenv("HPMC_FUSED_TRACE")) s_->trace_path = t;
+  const char* timing = std::getenv("HPMC_FUSED_TIMING");
+  const char* trace = std::getenv("HPMC_FUSED_TRACE");
+  if (kProbes) {
+    s_->timing = timing != nullptr;
+    if (trace) s_->trace_path = trace;
+  } else if (timing || trace) {
+    std::fprintf(stderr,
+                 "hpmc: HPMC_FUSED_TIMING and HPMC_FUSED_TRACE are ignored: this build has no "
+                 "fused-step probes (configure with -DHPMC_FUSED_PROBES=ON)\n");
+  }
   const char* chain = std::getenv("HPMC_FUSED_CHAIN");
   net.chain = !(chain && std::string(chain) == "0");
 }
