@@ -1,18 +1,18 @@
 // mlp_step.cu — the fused MLP training step (mlp_step.h describes the phases).
 //
-// Products. Every matrix product of the step is cut into output tiles of
-// TM×16, TM = 16 (the forward, input-gradient and middle weight-gradient
-// products) or 64 (the first and last layers' weight gradients: the 320×784
-// first-layer gradient is then 245 tiles, about one per block, instead of
-// 980). Every weight gradient has the SGD update in its epilogue, and the
-// bias gradient and update too (the row sums of its A, which is the layer's
-// dpre). A block of 256 threads computes a tile: each thread a 4×4
-// micro-tile (16 FMAs per 8 floats read from shared memory; 2×2 micro-tiles
-// left the multiply bound by shared-memory wavefronts), the threads in
-// k-groups (16 for TM = 16, 4 for TM = 64) that split each chunk of 64
-// k-offsets and whose sums are then added in group order. Where a phase has
-// fewer tiles than the grid has blocks (the first layer's 64×320 output is
-// 80 tiles), a tile's chunks are split over several blocks and the last one
+// Products. Every matrix product of the step is cut into output tiles of TM×16,
+// TM = 16 (the forward and input-gradient products) or 64 (the weight
+// gradients: the 320×784 first-layer gradient is then 245 tiles, about one per
+// block, instead of 980, and the 160×320 middle one 60 instead of 200, so that
+// no block takes three backward items). Every weight gradient has the SGD
+// update in its epilogue, and the bias gradient and update too (the row sums of
+// its A, which is the layer's dpre). A block of 256 threads computes a tile:
+// each thread a 4×4 micro-tile (16 FMAs per 8 floats read from shared memory;
+// 2×2 micro-tiles left the multiply bound by shared-memory wavefronts), the
+// threads in k-groups (16 for TM = 16, 4 for TM = 64) that split each chunk of
+// 64 k-offsets and whose sums are then added in group order. Where a phase has
+// fewer tiles than the grid has blocks (the first layer's 64×320 output is 80
+// tiles), a tile's chunks are split over several blocks and the last one
 // to finish adds the splits in split order (product() has the details).
 //
 // Latency. At this size a phase is a few microseconds and each trip to L2
@@ -65,8 +65,8 @@ constexpr int kThreads = 256;
 // Output tiles: TM rows (A's) × kTN columns (B's), TM = 16 or 64 by product
 // (see product()); a block's threads form kThreads·TM / 1024 k-groups.
 constexpr int kTN = 16;
-constexpr int kTMShort = 16;  // forward, input-gradient and middle weight-gradient products
-constexpr int kTMTall = 64;   // the first and last layers' weight gradients (with SGD)
+constexpr int kTMShort = 16;  // the forward and input-gradient products
+constexpr int kTMTall = 64;   // the weight gradients (with SGD)
 constexpr int kTileElems = kTMTall * kTN;  // the largest tile
 constexpr int kChunk = 64;              // k per ring slot
 constexpr int kStages = 3;              // the cp.async ring
@@ -183,6 +183,9 @@ enum TraceEvent {
   kTrHeadStaged,    // head_row: W[L−1] and the row are in shared memory
   kTrHeadLogits,    // head_row: the logits are computed
   kTrHeadLoss,      // head_row: the loss and dlogits are written
+  kTrStart,         // a product with items for this block starts
+  kTrWaited,        // a hand-off wait of an item's copies is over
+  kTrIssued,        // a product's first ring position is issued
 };
 
 
@@ -549,25 +552,26 @@ __device__ __forceinline__ void wait_count(const int* c, int want) {
   __syncthreads();
 }
 
-// Waits, thread 0 then the block, until batch rows [r0, r1) of n are all
-// counted in rows (a count per 16 rows: how many of them are done).
-// Block-uniform.
+// Waits, the first warp then the block, until batch rows [r0, r1) of n are
+// all counted in rows (a count per 16 rows: how many of them are done). A
+// lane a count: one after another, each would cost a round trip to L2 even
+// when it is already done. Block-uniform.
 __device__ __forceinline__ void wait_rows(const int* rows, int r0, int r1, int n) {
-  if (threadIdx.x == 0)
-    for (int t = r0 / kTMShort; t * kTMShort < r1; ++t) {
+  if (threadIdx.x < 32)
+    for (int t = r0 / kTMShort + int(threadIdx.x); t * kTMShort < r1; t += 32) {
       spin_until(rows + t, min(kTMShort, n - t * kTMShort));
     }
   __syncthreads();
 }
 
-// Waits, thread 0 then the block, until columns [c0, c1) of an n × N matrix
-// are done in `groups` (a count per 64 columns: its 16 × 16 tiles written).
-// Block-uniform.
+// Waits, the first warp then the block, until columns [c0, c1) of an n × N
+// matrix are done in `groups` (a count per 64 columns: its 16 × 16 tiles
+// written), a lane a count. Block-uniform.
 __device__ __forceinline__ void wait_groups(const int* groups, int c0, int c1, int N, int n) {
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < 32) {
     const int rt = (n + kTMShort - 1) / kTMShort, tn = (N + kTN - 1) / kTN;
     constexpr int kCT = kChunk / kTN;
-    for (int g = c0 / kChunk; g * kChunk < c1; ++g) {
+    for (int g = c0 / kChunk + int(threadIdx.x); g * kChunk < c1; g += 32) {
       spin_until(groups + g, rt * min(kCT, tn - g * kCT));
     }
   }
@@ -609,10 +613,15 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
   int S, cps;  // splits, chunks per split
   item_splits(E == kEpiForward, tiles, chunks, G, S, cps);  // see item_splits
   const int items = tiles * S;
-  int u0 = (int(blockIdx.x) - first) % G;  // this block's first item of the product
+  // This block's first item of the product, and how many it has: without a
+  // division where first < G and items ≤ G (the usual case; a division is a
+  // chain of a dozen dependent instructions).
+  int u0 = int(blockIdx.x) - first;
+  if (first >= G) u0 %= G;
   if (u0 < 0) u0 += G;
-  const int mine = u0 < items ? (items - u0 + G - 1) / G : 0;
+  const int mine = u0 >= items ? 0 : items - u0 <= G ? 1 : (items - u0 + G - 1) / G;
   if (mine == 0) return first + items;
+  trace(net, sm, kTrStart);
   auto item_len = [&](const ItemWalk& w) {
     const int left = chunks - w.s * cps;
     return left < cps ? left : cps;
@@ -658,15 +667,24 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
         copy_epilogue<E, TM>(epi, evec, M, N, m0, j0, sm.ep[slot]);
       // The head's rows m0.. or k0.. (before B too: a weight gradient's B,
       // act[l − 1], is only known complete through them).
-      if (ho.rows)
+      // (Rows along m, and dpre[0]'s columns, are the item's: waited for once.)
+      // An input gradient's B, W[l], is ready: it is copied before the wait.
+      if (!ho.rows_along_k) copy_chunk<KFB, kTN>(B, bvec, N, j0, K, k0, sm.b[slot]);
+      if (ho.rows && (ho.rows_along_k || ic == 0)) {
         wait_rows(ho.rows, ho.rows_along_k ? k0 : m0,
                   ho.rows_along_k ? min(k0 + kChunk, K) : min(m0 + TM, M), net.n);
-      copy_chunk<KFB, kTN>(B, bvec, N, j0, K, k0, sm.b[slot]);
-      if (ho.groups) wait_groups(ho.groups, m0, min(m0 + TM, M), M, net.n);  // (B: the batch)
+        trace(net, sm, kTrWaited);
+      }
+      if (ho.rows_along_k) copy_chunk<KFB, kTN>(B, bvec, N, j0, K, k0, sm.b[slot]);
+      if (ho.groups && ic == 0) {  // (B: the batch)
+        wait_groups(ho.groups, m0, min(m0 + TM, M), M, net.n);
+        trace(net, sm, kTrWaited);
+      }
       if (E == kEpiForward && ho.ready) {  // the previous layer's rows m0.., columns k0..k0 + 63
         constexpr int kCT = kChunk / kTN;  // 16-column tiles a chunk
         const int g = k0 / kChunk;
         wait_count(ho.ready + iw.tr * chunks + g, min(kCT, (K + kTN - 1) / kTN - g * kCT));
+        trace(net, sm, kTrWaited);
       }
       copy_chunk<KFA, TM>(A, avec, M, m0, K, k0, sm.a[slot]);
       if (!early_ep && ep_ring && ic == ilen - 1)
@@ -678,6 +696,7 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
       }
     }
     cp_commit();  // an empty group past the end keeps the counting simple
+    if (p == 1 - kStages) trace(net, sm, kTrIssued);
     if (p < 0) continue;
     const int slot = p % kStages;
     if (cc == 0)
@@ -807,17 +826,21 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
   return first + items;
 }
 
-// Samples idx[0..count) of the dataset into x[buf] as floats (pixel / 255,
-// as gather_batch rounds it) and their labels into y[buf]; `first` is this
-// thread's index among `stride`.
-__device__ void gather(const Net& net, const int32_t* idx, int count, int buf, long long first,
-                       long long stride) {
-  const long long row = net.d[0];
-  float* x = net.x[buf];
-  for (long long i = first; i < count; i += stride) net.y[buf][i] = net.labels[idx[i]];
-  for (long long i = first; i < count * row; i += stride) {
-    const long long s = i / row, e = i - s * row;
-    x[i] = __fdiv_rn(float(net.images[(long long)idx[s] * row + e]), 255.0f);
+// Samples idx[0..count) of the dataset into x (pixel / 255, as gather_batch
+// rounds it) and their labels into y; `first` is this thread's index among
+// `stride`. 32-bit indices (the batch is at most 2^31 floats, and FusedStep
+// checks the dataset's pixel offsets): 64-bit divisions made this the
+// kernel's largest piece of code. Out of line, for its two call sites.
+__device__ __noinline__ void gather(const uint8_t* images, const int32_t* labels,
+                                    const int32_t* idx, int count, int row, float* x, int32_t* y,
+                                    int first, int stride) {
+#pragma unroll 1
+  for (int i = first; i < count; i += stride) y[i] = labels[idx[i]];
+  const int total = count * row;
+#pragma unroll 1
+  for (int i = first; i < total; i += stride) {
+    const int s = i / row, e = i - s * row;
+    x[i] = __fdiv_rn(float(images[idx[s] * row + e]), 255.0f);
   }
 }
 
@@ -962,8 +985,8 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
   const int L = net.L, n = net.n;
-  const long long gthread = (long long)blockIdx.x * kThreads + threadIdx.x;
-  const long long gthreads = (long long)gridDim.x * kThreads;
+  const int gthread = int(blockIdx.x) * kThreads + int(threadIdx.x);
+  const int gthreads = int(gridDim.x) * kThreads;
   const float* x = net.x[net.cur];
   if (threadIdx.x == 0) sm.trace_n = 0;
   auto barrier = [&]() {
@@ -974,7 +997,8 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   int ts = 0;
   stamp(net, ts);
   if (net.gather) {  // grid-uniform
-    gather(net, net.idx, n, net.cur, gthread, gthreads);
+    gather(net.images, net.labels, net.idx, n, net.d[0], net.x[net.cur], net.y[net.cur],
+           gthread, gthreads);
     barrier();
   }
   stamp(net, ts);
@@ -1020,26 +1044,10 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   const int gb = net.head_chain ? 0 : n, ge = net.head_chain ? hb : G;  // the gathering blocks
   const bool spare = ge > gb;  // grid-uniform: blocks gather the next batch here
   if (spare && net.next_idx && b >= gb && b < ge)
-    gather(net, net.next_idx, net.next_n, net.cur ^ 1, (long long)(b - gb) * kThreads + threadIdx.x,
-           (long long)(ge - gb) * kThreads);
+    gather(net.images, net.labels, net.next_idx, net.next_n, net.d[0], net.x[net.cur ^ 1],
+           net.y[net.cur ^ 1], (b - gb) * kThreads + int(threadIdx.x), (ge - gb) * kThreads);
   if (!net.chain) barrier();
   stamp(net, ts);
-
-  // The element-wise job (resetting the next step's counts) runs on the last
-  // blocks, which get the fewest tiles.
-  const int tail = G / 4, q = tail / 4;
-  const bool split_jobs = q >= 1;  // grid-uniform; else every job on every block
-  auto job = [&](int b0, int b1, long long& first, long long& stride) {
-    if (!split_jobs) {
-      first = gthread;
-      stride = gthreads;
-      return true;
-    }
-    first = (long long)(b - b0) * kThreads + threadIdx.x;
-    stride = (long long)(b1 - b0) * kThreads;
-    return b >= b0 && b < b1;
-  };
-  long long jf, js;
 
   // Backward through the middle layers.
   int last_first = 0;
@@ -1069,7 +1077,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
     gw_ho.target = first / ((in + kTN - 1) / kTN);
     gw_ho.rows = rows;
     gw_ho.rows_along_k = true;
-    const int end = product<false, false, kEpiGradSgd, kTMShort>(
+    const int end = product<false, false, kEpiGradSgd, kTMTall>(
         net, sm, first, Operand{net.dpre[l], out}, Operand{net.act[l - 1], in}, out, in, n,
         Epilogue{net.gw[l], in, nullptr, nullptr, net.w[l], net.vw[l], net.gb[l], net.b[l],
                  net.vb[l]},
@@ -1085,17 +1093,11 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   // the batch's loss.
   // With the chain, each waits for what it reads: dpre[0] (from the middle
   // backward, or with one hidden layer from the head) and the head's rows.
-  Handoff last_ho;  // gW[L−1]: the head's rows
-  last_ho.rows = head_rows;
-  last_ho.rows_along_k = true;
-  Handoff first_ho;  // gW[0]: dpre[0]'s columns (the middle backward's) or rows (the head's)
-  first_ho.groups = net.chain && L >= 3 ? net.counts + net.g0 : nullptr;
-  first_ho.rows = L == 2 ? head_rows : nullptr;
-  first_ho.rows_along_k = true;
   if (!spare && net.next_idx)
-    gather(net, net.next_idx, net.next_n, net.cur ^ 1, gthread, gthreads);
-  if (job(G - tail, G - 1, jf, js))  // the next step's hand-off counts
-    for (long long i = jf; i < net.counts_total; i += js) net.counts_next[i] = 0;
+    gather(net.images, net.labels, net.next_idx, net.next_n, net.d[0], net.x[net.cur ^ 1],
+           net.y[net.cur ^ 1], gthread, gthreads);
+  if (b == max(G - 2, 0))  // the next step's hand-off counts (a block with few items)
+    for (int i = int(threadIdx.x); i < net.counts_total; i += kThreads) net.counts_next[i] = 0;
   if (blockIdx.x == gridDim.x - 1) {  // block-uniform: the batch's loss, in a fixed order
     if (head_rows) wait_rows(head_rows, 0, n, n);
     double s = 0.0;
@@ -1120,20 +1122,27 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
     }
   }
   stamp(net, ts);
-  const int d0 = net.d[0], d1 = net.d[1], dl = net.d[L], dl1 = net.d[L - 1];
-  // gW[L−1] = dpre[L−1]ᵀ·act[L−2] (first: its rows, the head's, are done early)
-  const int first = product<false, false, kEpiGradSgd, kTMTall>(
-      net, sm, last_first, Operand{net.dpre[L - 1], dl}, Operand{net.act[L - 2], dl1}, dl, dl1,
-      n,
-      Epilogue{net.gw[L - 1], dl1, nullptr, nullptr, net.w[L - 1], net.vw[L - 1], net.gb[L - 1],
-               net.b[L - 1], net.vb[L - 1]},
-      false, last_ho);
-  // gW[0] = dpre[0]ᵀ·X: A(j, r) = dpre[0][r][j], B(i, r) = x[r][i]
-  product<false, false, kEpiGradSgd, kTMTall>(
-      net, sm, first, Operand{net.dpre[0], d1}, Operand{x, d0}, d1, d0, n,
-      Epilogue{net.gw[0], d0, nullptr, nullptr, net.w[0], net.vw[0], net.gb[0], net.b[0],
-               net.vb[0]},
-      false, first_ho);
+  // gW[L−1] = dpre[L−1]ᵀ·act[L−2] first (its rows, the head's, are done early),
+  // then gW[0] = dpre[0]ᵀ·X: A(j, r) = dpre[0][r][j], B(i, r) = x[r][i]. One
+  // call site, not unrolled: the product's code is large, and every copy of
+  // it is fetched into the instruction cache as it runs (docs/fused-step.md).
+  int first = last_first;
+#pragma unroll 1
+  for (int i = 0; i < 2; ++i) {
+    const int l = i == 0 ? L - 1 : 0;  // the layer
+    // gW[L−1] waits for the head's rows; gW[0] for dpre[0]'s columns (the
+    // middle backward's) or, with one hidden layer, for the head's rows.
+    Handoff ho;
+    ho.rows = i == 0 || L == 2 ? head_rows : nullptr;
+    ho.rows_along_k = true;
+    ho.groups = i == 1 && net.chain && L >= 3 ? net.counts + net.g0 : nullptr;
+    first = product<false, false, kEpiGradSgd, kTMTall>(
+        net, sm, first, Operand{net.dpre[l], net.d[l + 1]},
+        Operand{l == 0 ? x : net.act[l - 1], net.d[l]}, net.d[l + 1], net.d[l], n,
+        Epilogue{net.gw[l], net.d[l], nullptr, nullptr, net.w[l], net.vw[l], net.gb[l], net.b[l],
+                 net.vb[l]},
+        false, ho);
+  }
   stamp(net, ts);
   trace(net, sm, kTrEnd);
   if (kProbes && net.times) {

@@ -59,8 +59,9 @@ class MlpStep {
   MlpStep& operator=(const MlpStep&) = delete;
 
   // One step on samples idx[0..n) (a device array of dataset indices) of a
-  // uint8 dataset on the device (d[0] values per sample) with int32 labels,
-  // each in [0, classes). acc (2 device doubles) += {Σ loss, Σ correct}.
+  // uint8 dataset on the device (d[0] values per sample, fewer than 2^31
+  // values in all: the kernel indexes it in 32 bits) with int32 labels, each
+  // in [0, classes). acc (2 device doubles) += {Σ loss, Σ correct}.
   // next_idx[0..next_n), if given, are the next step's samples: this step
   // gathers them for it. order_version names the contents of the index array
   // (change it whenever they change): a step uses what its predecessor
