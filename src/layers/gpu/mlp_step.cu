@@ -127,10 +127,12 @@ struct Net {
   //   (head_chain: the head waits for them);
   // * with `chain`, the head's rows done from counts + hr0, one per 16 rows;
   // * with `chain` and L ≥ 3, dpre[0]'s columns done from counts + g0, one per
-  //   64 columns: the 16-row × 16-column tiles of them written.
+  //   64 columns: the 16-row × 16-column tiles of them written;
+  // * with `chain`, the head's losses written from counts + lr0, one per 16
+  //   rows (the loss's log runs after the row's hand-off).
   int* counts = nullptr;
   int* counts_next = nullptr;
-  int col0[kMlpStepMaxLayers] = {}, rd0[kMlpStepMaxLayers] = {}, hr0 = 0, g0 = 0;
+  int col0[kMlpStepMaxLayers] = {}, rd0[kMlpStepMaxLayers] = {}, hr0 = 0, g0 = 0, lr0 = 0;
   int counts_total = 0;
   // The phases hand over by counts instead of grid barriers (all but the
   // barriers between middle layers' backward phases, when there are several),
@@ -863,9 +865,10 @@ constexpr int kHeadStage = kStages * (kSlotA + kSlotB);  // sm.a and sm.b, adjac
 
 // With `ready` (Net::head_chain) the row's forward items are waited for here,
 // by count, once W[L−1]'s copy is on its way: ready[r / 16] reaches `want`.
-// With rows_done, the row is counted there once written (a count per 16 rows).
+// With rows_done, the row is counted there once written (a count per 16 rows),
+// and with losses_done its loss, which is computed after that hand-off.
 __device__ void head_row(const Net& net, Smem& sm, int r, int S, const int* ready = nullptr,
-                         int want = 0, int* rows_done = nullptr) {
+                         int want = 0, int* rows_done = nullptr, int* losses_done = nullptr) {
   const int tid = int(threadIdx.x), lane = tid % 32, wp = tid / 32;
   const int L = net.L, K = net.d[L - 1], C = net.d[L];
   float* act = net.act[L - 2] + (long long)r * K;
@@ -924,6 +927,9 @@ __device__ void head_row(const Net& net, Smem& sm, int r, int S, const int* read
   }
   __syncthreads();
   trace(net, sm, kTrHeadLogits);
+  double loss_sum = 1.0, loss_m = 0.0;  // thread 0's, for the loss
+  float loss_z = 0.0f;
+  int loss_ok = 0;
   if (wp == 0) {  // lane j holds class j; the reductions are fixed butterflies
     const int label = sm.flag;
     const float z = lane < C ? sm.z[lane] : -INFINITY;
@@ -944,9 +950,11 @@ __device__ void head_row(const Net& net, Smem& sm, int r, int S, const int* read
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
     const float zlabel = __shfl_sync(0xffffffffu, z, label);
-    if (lane == 0) {
-      net.loss[r] = log(sum) - (double(zlabel) - m);
-      net.correct[r] = arg == label ? 1 : 0;
+    if (lane == 0) {  // the loss itself after the row's hand-off, below
+      loss_sum = sum;
+      loss_m = m;
+      loss_z = zlabel;
+      loss_ok = arg == label ? 1 : 0;
     }
     const double inv_sum = 1.0 / sum;
     if (lane < C) {
@@ -966,6 +974,13 @@ __device__ void head_row(const Net& net, Smem& sm, int r, int S, const int* read
   }
   __syncthreads();  // sm.z, sm.flag and the stage are reused by the block's next sample
   if (rows_done && tid == 0) add_release(rows_done + r / kTMShort, 1);
+  // The loss (a double log) after the hand-off, off the backward's path;
+  // counted in losses_done for the block that adds up the batch's loss.
+  if (tid == 0) {
+    net.loss[r] = log(loss_sum) - (double(loss_z) - loss_m);
+    net.correct[r] = loss_ok;
+    if (losses_done) add_release(losses_done + r / kTMShort, 1);
+  }
 }
 
 // Development aid: with a non-null net.times, block 0 stamps the global timer
@@ -1040,7 +1055,8 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   // needs are done, counted in head_rows.
   int* head_rows = net.chain ? net.counts + net.hr0 : nullptr;
   for (int r = b - hb; r >= 0 && r < n; r += G)
-    head_row(net, sm, r, net.head_splits, ready, want, head_rows);
+    head_row(net, sm, r, net.head_splits, ready, want, head_rows,
+             net.chain ? net.counts + net.lr0 : nullptr);
   const int gb = net.head_chain ? 0 : n, ge = net.head_chain ? hb : G;  // the gathering blocks
   const bool spare = ge > gb;  // grid-uniform: blocks gather the next batch here
   if (spare && net.next_idx && b >= gb && b < ge)
@@ -1099,7 +1115,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   if (b == max(G - 2, 0))  // the next step's hand-off counts (a block with few items)
     for (int i = int(threadIdx.x); i < net.counts_total; i += kThreads) net.counts_next[i] = 0;
   if (blockIdx.x == gridDim.x - 1) {  // block-uniform: the batch's loss, in a fixed order
-    if (head_rows) wait_rows(head_rows, 0, n, n);
+    if (net.chain) wait_rows(net.counts + net.lr0, 0, n, n);
     double s = 0.0;
     int c = 0;
     for (int r = int(threadIdx.x); r < n; r += kThreads) {
@@ -1263,6 +1279,8 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   net.counts_total += row_tiles;
   net.g0 = net.counts_total;
   net.counts_total += (d.dims[1] + kChunk - 1) / kChunk;
+  net.lr0 = net.counts_total;
+  net.counts_total += row_tiles;
   s_->counts = Tensor::zeros(Shape(2 * net.counts_total, 1, 1, 1), DType::kI32, Device::kGPU);
   s_->arrived = Tensor::zeros(Shape(1, 1, 1, 1), DType::kF64, Device::kGPU);  // a u64 count
   net.arrived = reinterpret_cast<unsigned long long*>(s_->arrived.data<double>());
