@@ -667,10 +667,10 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
       constexpr bool early_ep = E != kEpiMasked;
       if (early_ep && ep_ring && ic == ilen - 1)
         copy_epilogue<E, TM>(epi, evec, M, N, m0, j0, sm.ep[slot]);
-      // The head's rows m0.. or k0.. (before B too: a weight gradient's B,
-      // act[l − 1], is only known complete through them).
-      // (Rows along m, and dpre[0]'s columns, are the item's: waited for once.)
-      // An input gradient's B, W[l], is ready: it is copied before the wait.
+      // The head's rows: m0.. for an input gradient, whose B (W[l]) is ready
+      // and copied first, and which waits once per item (the rows are the
+      // item's); k0.. for a weight gradient, whose B (act[l − 1]) is only
+      // known complete through them. dpre[0]'s columns: once per item.
       if (!ho.rows_along_k) copy_chunk<KFB, kTN>(B, bvec, N, j0, K, k0, sm.b[slot]);
       if (ho.rows && (ho.rows_along_k || ic == 0)) {
         wait_rows(ho.rows, ho.rows_along_k ? k0 : m0,
