@@ -5,6 +5,7 @@
 // leading dimensions wider than the rows with guard values that must stay
 // untouched; then the determinism the linear layer relies on: a product cut
 // by rows or columns over several calls gives the same bits as one call.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -209,6 +210,89 @@ TEST(Sgemm, Avx512RepeatsAreBitIdentical) {
   sgemm_avx512(false, false, 300, 90, 700, 1.f, a.data(), 700, b.data(), 90, 0.f, c2.data(), 90);
   EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)));
 }
+
+// The products the MNIST MLP makes (784-320-160-10; forward x·W^T, input
+// gradient dy·W, weight gradient dy^T·x accumulated onto dW; whole and split
+// over threads as linear_ops.h splits them), at the batches users run and
+// at odd ones, measured against a double reference: the error of each
+// element relative to Σ|a·b| (+ |beta·c|). A correctly rounded float sum of
+// random terms keeps that near eps/5 in RMS and a few eps at worst, whatever
+// K; the sweep above allows (K + 2)·eps per element, a bound loose enough to
+// hide a GEMM 100× less accurate than float32, which these bounds catch.
+struct ErrorStats {
+  double rms = 0, max = 0;
+};
+
+ErrorStats measure_error(SgemmFn fn, bool ta, bool tb, int m, int n, int k, int lda, int ldb,
+                         int ldc, float beta, Rng& rng) {
+  const int a_rows = ta ? k : m, b_rows = tb ? n : k;
+  std::vector<float> a(size_t(a_rows) * lda), b(size_t(b_rows) * ldb), c0(size_t(m) * ldc);
+  // MNIST-like activations (non-negative, a third of them zero) against
+  // signed weights and gradients.
+  for (auto& v : a) v = rng.uniform(-1.f, 1.f);
+  for (auto& v : b) v = std::max(0.f, rng.uniform(-0.5f, 1.f));
+  for (auto& v : c0) v = rng.uniform(-1.f, 1.f);
+  std::vector<float> c = c0;
+  fn(ta, tb, m, n, k, 1.f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+  double sq = 0;
+  ErrorStats st;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double ref = beta * double(c0[size_t(i) * ldc + j]), mag = std::fabs(ref);
+      for (int p = 0; p < k; ++p) {
+        const double x = ta ? a[size_t(p) * lda + i] : a[size_t(i) * lda + p];
+        const double y = tb ? b[size_t(j) * ldb + p] : b[size_t(p) * ldb + j];
+        ref += x * y;
+        mag += std::fabs(x * y);
+      }
+      const double e = mag > 0 ? std::fabs(c[size_t(i) * ldc + j] - ref) / mag : 0;
+      sq += e * e;
+      st.max = std::max(st.max, e);
+    }
+  st.rms = std::sqrt(sq / (double(m) * n));
+  return st;
+}
+
+void check_mlp_products(SgemmFn fn) {
+  const double eps = std::numeric_limits<float>::epsilon();
+  Rng rng(11);
+  const int widths[] = {784, 320, 160, 10};
+  for (int batch : {1, 7, 64, 97, 100, 256, 600})
+    for (int l = 0; l < 3; ++l) {
+      const int in = widths[l], out = widths[l + 1];
+      for (int parts : {1, 2}) {  // the whole product, and the first of two thread pieces
+        const int o = parts == 1 ? out : std::max(1, (out + 1) / 2);
+        const int i = parts == 1 ? in : std::max(1, (in + 1) / 2);
+        struct P {
+          const char* what;
+          bool ta, tb;
+          int m, n, k, lda, ldb, ldc;
+          float beta;
+        } products[] = {
+            {"forward x*W^T + b", false, true, batch, o, in, in, in, out, 1.f},
+            {"input gradient dy*W", false, false, batch, i, out, out, in, in, 0.f},
+            {"weight gradient dW += dy^T*x", true, false, o, in, batch, out, in, in, 1.f},
+        };
+        for (const P& p : products) {
+          SCOPED_TRACE(std::string(p.what) + ": batch " + std::to_string(batch) + ", layer " +
+                       std::to_string(in) + "->" + std::to_string(out) + ", m " +
+                       std::to_string(p.m) + " n " + std::to_string(p.n) + " k " +
+                       std::to_string(p.k));
+          const ErrorStats st =
+              measure_error(fn, p.ta, p.tb, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.beta, rng);
+          EXPECT_LE(st.rms, 0.5 * eps) << "RMS relative error " << st.rms;
+          EXPECT_LE(st.max, 4 * eps) << "largest relative error " << st.max;
+        }
+      }
+    }
+}
+
+TEST(Sgemm, Avx512ErrorIsFloatRoundingOnMlpProducts) {
+  SKIP_WITHOUT_AVX512();
+  check_mlp_products(sgemm_avx512);
+}
+
+TEST(Sgemm, OpenBlasErrorIsFloatRoundingOnMlpProducts) { check_mlp_products(sgemm_openblas); }
 
 // HPMC_GEMM picks the path for the whole process, as `hpmc info` reports;
 // an unknown value is a usage error.
