@@ -23,9 +23,10 @@ inline std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-inline CliResult run_hpmc(const std::string& args) {
+// `env` goes before the binary: "HPMC_MEMORY_LIMIT=1G", say.
+inline CliResult run_hpmc(const std::string& args, const std::string& env = "") {
   TempDir tmp;
-  std::string cmd = "cd '" + source_dir() + "' && '" + hpmc_binary() + "' " + args +
+  std::string cmd = "cd '" + source_dir() + "' && " + env + " '" + hpmc_binary() + "' " + args +
                     " >'" + tmp.file("out") + "' 2>'" + tmp.file("err") + "' </dev/null";
   int status = std::system(cmd.c_str());
   CliResult r;

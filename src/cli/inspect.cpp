@@ -20,9 +20,10 @@ namespace hpmc {
 
 namespace {
 
-Session open_with_weights(const CommonOptions& o, const std::string& weights, std::ostream& out) {
+Session open_with_weights(const CommonOptions& o, const std::string& weights, std::ostream& out,
+                          int batch = 0, const std::string& batch_origin = "") {
   if (weights.empty()) throw UsageError("--weights FILE is required (a checkpoint written by hpmc run)");
-  Session s = open_session(o, out);
+  Session s = open_session(o, out, batch, batch_origin);
   load_checkpoint(weights, *s.model);
   out << "weights: " << weights << "\n";
   load_session_data(s, out);
@@ -130,8 +131,10 @@ void cmd_eval(const EvalOptions& o, std::ostream& out) {
 }
 
 void cmd_recon(const ReconOptions& o, std::ostream& out) {
-  if (o.count < 1) throw UsageError(str("--count must be at least 1, got ", o.count));
-  Session s = open_with_weights(o, o.weights, out);
+  if (o.count < 1 || o.count > kMaxReconCount)
+    throw UsageError(str("--count must be between 1 and ", kMaxReconCount, " (the grid's images), got ",
+                         o.count));
+  Session s = open_with_weights(o, o.weights, out, o.count, "--count");
   std::string dir = o.out_dir.empty() ? s.cfg.output.dir : o.out_dir;
   make_dirs(dir);
   std::string path = join_path(dir, "recon.png");

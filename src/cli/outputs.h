@@ -42,6 +42,8 @@ class MetricsLog {
 
 // The PNG grid of the first `count` test images above their reconstructions.
 // Returns the number of images drawn. Only for autoencoders (mse).
+// The most images a grid holds (--count, output.recon_count).
+constexpr int kMaxReconCount = 1024;
 int write_recon_grid(Model& model, const Dataset& test, int count, const std::string& path);
 
 }  // namespace hpmc

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/threads.h"
+#include "model/memory.h"
 
 namespace hpmc {
 
@@ -14,7 +15,8 @@ Config load_command_config(const CommonOptions& o) {
   return load_config(o.config, ov);
 }
 
-Session open_session(const CommonOptions& o, std::ostream& out) {
+Session open_session(const CommonOptions& o, std::ostream& out, int batch,
+                     const std::string& batch_origin) {
   Session s;
   s.impl = parse_impl(o.impl);
   s.cfg = load_command_config(o);
@@ -24,7 +26,19 @@ Session open_session(const CommonOptions& o, std::ostream& out) {
   out << "hpmc " << HPMC_VERSION << ": " << s.cfg.name << " (" << o.config << "), impl "
       << impl_name(s.impl) << ", " << threads << " CPU thread" << (threads == 1 ? "" : "s") << "\n";
   s.model->print_table(out);
+
+  // The dataset is counted at its full size: the limits slice it after loading.
+  const bool own_batch = batch > s.cfg.training.batch_size;
+  const int run_batch = own_batch ? batch : s.cfg.training.batch_size;
+  s.model->check_batch(run_batch, own_batch ? batch_origin : "training.batch_size");
+  const Shape sample = sample_shape(s.format);
+  const DataFootprint data{size_t(standard_train_size(s.format)), size_t(kStandardTestSize),
+                           sample.per_sample()};
+  const MemoryPlan plan = plan_memory(*s.model, run_batch, data);
+  const MemoryBudget budget = available_memory(s.model->device() == Device::kGPU);
+  print_memory(out, plan, budget);
   out << std::flush;
+  check_memory(plan, budget);
   return s;
 }
 

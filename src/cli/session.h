@@ -20,8 +20,13 @@ struct Session {
   DataSplits data;
 };
 
-// Config, threads, model and its table (printed to `out`).
-Session open_session(const CommonOptions& o, std::ostream& out);
+// Config, threads, model and its table (printed to `out`), then the memory
+// the command needs (model/memory.h), printed under the table and checked
+// against what the machine has before anything large is allocated. The
+// command runs batches of training.batch_size, or of `batch` when that is
+// larger (`batch_origin` names its flag in errors, e.g. "--count").
+Session open_session(const CommonOptions& o, std::ostream& out, int batch = 0,
+                     const std::string& batch_origin = "");
 // Load the dataset the config names, with its limits applied.
 void load_session_data(Session& s, std::ostream& out);
 

@@ -54,6 +54,12 @@ void synchronize() { HPMC_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 bool compiled_with_cuda() { return true; }
 
+DeviceMemory memory_info() {
+  DeviceMemory m;
+  HPMC_CUDA_CHECK(cudaMemGetInfo(&m.free, &m.total));
+  return m;
+}
+
 void* event_create() {
   cudaEvent_t e;
   HPMC_CUDA_CHECK(cudaEventCreate(&e));

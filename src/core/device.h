@@ -51,6 +51,13 @@ void event_destroy(void* e);
 void event_record(void* e);
 float event_elapsed_ms(void* start, void* stop);
 
+// The current device's free and total memory in bytes (cudaMemGetInfo,
+// which creates the context first, so `free` is what a run can still take).
+struct DeviceMemory {
+  size_t free = 0, total = 0;
+};
+DeviceMemory memory_info();
+
 std::shared_ptr<void> allocate_shared(size_t bytes);
 void memset_zero(void* ptr, size_t bytes);
 void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);

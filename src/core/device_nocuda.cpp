@@ -28,6 +28,7 @@ void* event_create() { no_cuda(); }
 void event_destroy(void*) {}
 void event_record(void*) { no_cuda(); }
 float event_elapsed_ms(void*, void*) { no_cuda(); }
+DeviceMemory memory_info() { no_cuda(); }
 std::shared_ptr<void> allocate_shared(size_t) { no_cuda(); }
 void memset_zero(void*, size_t) { no_cuda(); }
 void copy(void*, Device, const void*, Device, size_t) { no_cuda(); }

@@ -7,6 +7,13 @@
 
 namespace hpmc {
 
+// The most elements one tensor may hold: the kernels index a tensor (an
+// activation for the whole batch, a weight, a convolution's column matrix)
+// with 32-bit integers, so every size is checked against this before
+// anything is allocated (Model::build, Model::check_batch, the layers'
+// output_shape); a larger one is refused with the layer and the sizes.
+constexpr size_t kMaxTensorElements = 2147483647;  // 2^31 - 1
+
 struct Shape {
   int n = 0, c = 0, h = 0, w = 0;
 

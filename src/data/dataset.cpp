@@ -260,7 +260,7 @@ int standard_train_size(DataFormat f) { return f == DataFormat::kMnist ? 60000 :
 DataSplits synthetic_dataset(DataFormat f, uint64_t seed) {
   DataSplits s;
   s.train = synthetic_split(f, standard_train_size(f), seed, "train");
-  s.test = synthetic_split(f, 10000, seed + 1, "test");
+  s.test = synthetic_split(f, kStandardTestSize, seed + 1, "test");
   return s;
 }
 

@@ -40,6 +40,8 @@ Shape sample_shape(DataFormat f);
 int num_classes(DataFormat f);
 // The official training-set size: 60,000 (MNIST) or 50,000 (CIFAR-10).
 int standard_train_size(DataFormat f);
+// The official test-set size of both formats.
+constexpr int kStandardTestSize = 10000;
 
 struct Dataset {
   std::string source;  // the file(s) it came from, for messages and logs

@@ -31,12 +31,29 @@ Shape conv2d_output_shape(const Conv2dConfig& cfg, const Shape& in) {
   if (in.c != cfg.in_channels)
     throw ShapeError(
         str("conv2d expects ", cfg.in_channels, " input channels, got input ", chw(in)));
-  int padded_h = in.h + 2 * cfg.padding, padded_w = in.w + 2 * cfg.padding;
+  // In 64 bits: an input near the element limit plus the padding must not wrap.
+  const long long padded_h = in.h + 2LL * cfg.padding, padded_w = in.w + 2LL * cfg.padding;
   if (padded_h < cfg.kernel || padded_w < cfg.kernel)
     throw ShapeError(str("conv2d kernel ", cfg.kernel, " with padding ", cfg.padding,
                          " does not fit input ", chw(in), " (padded to ", padded_h, "x", padded_w,
                          ")"));
+  if (padded_h > (long long)kMaxTensorElements || padded_w > (long long)kMaxTensorElements)
+    throw ShapeError(str("conv2d with padding ", cfg.padding, " on input ", chw(in),
+                         " gives a padded size past ", kMaxTensorElements));
+  // Sizes the kernels index with 32-bit integers (shape.h).
+  const size_t taps = size_t(in.c) * size_t(cfg.kernel) * size_t(cfg.kernel);
+  const size_t weights = taps * size_t(cfg.out_channels);
+  if (weights > kMaxTensorElements)
+    throw ShapeError(str("its weight [", cfg.out_channels, ", ", in.c, ", ", cfg.kernel, ", ",
+                         cfg.kernel, "] would hold ", weights, " values, more than ",
+                         kMaxTensorElements, "; use fewer channels or a smaller kernel"));
   Conv2dShape s = conv2d_shape(cfg, in);
+  const size_t column = taps * size_t(s.P) * size_t(s.Q);
+  if (column > kMaxTensorElements)
+    throw ShapeError(str("conv2d on input ", chw(in), " would need a column matrix of ", taps,
+                         " x ", size_t(s.P) * size_t(s.Q), " = ", column,
+                         " values per image, more than ", kMaxTensorElements,
+                         "; use fewer input channels, a smaller kernel or a smaller input"));
   return Shape(in.n, s.K, s.P, s.Q);
 }
 

@@ -72,6 +72,11 @@ class Layer {
   virtual double forward_flops(const Shape& in) const { return 0; }
   virtual double backward_flops(const Shape& in, bool input_grad) const { return 0; }
   size_t param_count() const;
+  // Bytes of the scratch buffers the layer allocates itself (a CPU
+  // convolution's per-thread column matrices) for an input of shape `in`
+  // (n included), on the layer's device: counted by the memory plan
+  // (model/memory.h). Layers that keep none return 0.
+  virtual size_t workspace_bytes(const Shape& in) const { return 0; }
 
   // Fix the per-sample input shape (validated by output_shape) before use.
   void set_input_shape(const Shape& in);

@@ -22,6 +22,11 @@ Shape linear_output_shape(const LinearConfig& cfg, const Shape& in) {
   if (in.c != f)
     throw ShapeError(str("linear expects a flat input of ", f, " features (N, ", f, ", 1, 1), got ",
                          in.c, " features"));
+  const size_t weights = size_t(cfg.in_features) * size_t(cfg.out_features);
+  if (weights > kMaxTensorElements)
+    throw ShapeError(str("its weight [", cfg.out_features, ", ", f, "] would hold ", weights,
+                         " values, more than ", kMaxTensorElements,
+                         "; use fewer out_features, or fewer features before it"));
   return Shape(in.n, cfg.out_features, 1, 1);
 }
 

@@ -43,16 +43,22 @@ int upsample2d_check_scale(const std::string& layer_name, int scale) {
 }
 
 Shape upsample2d_output_shape(int scale, const Shape& in) {
-  return Shape(in.n, in.c, in.h * scale, in.w * scale);
+  const size_t h = size_t(in.h) * size_t(scale), w = size_t(in.w) * size_t(scale);
+  if (size_t(in.c) * h * w > kMaxTensorElements)
+    throw ShapeError(str("upsample2d x", scale, " of input ", in.sample_str(), " would give ",
+                         in.c, "x", h, "x", w, " = ", size_t(in.c) * h * w,
+                         " values per sample, more than ", kMaxTensorElements,
+                         "; use a smaller scale or fewer channels"));
+  return Shape(in.n, in.c, int(h), int(w));
 }
 
 std::string upsample2d_describe(int scale) { return str("nearest x", scale); }
 
 Shape flatten_output_shape(const Shape& in) {
   const size_t features = in.per_sample();
-  if (features > size_t(INT32_MAX))
+  if (features > kMaxTensorElements)
     throw ShapeError(str("flatten: input ", in.sample_str(), " has ", features,
-                         " features per sample, more than a shape can hold"));
+                         " features per sample, more than ", kMaxTensorElements));
   return Shape(in.n, int(features), 1, 1);
 }
 

@@ -8,6 +8,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/profiler.h"
+#include "model/memory.h"
 #include "model/registry.h"
 
 namespace hpmc {
@@ -73,6 +74,16 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
       throw ConfigError(str(keys.where(), ": layer '", ctx.name, "' (", type, "): ", msg));
     }
     cur = layer->output_shape(cur);
+    if (cur.per_sample() > kMaxTensorElements)
+      throw ConfigError(str(keys.where(), ": layer '", ctx.name, "' (", type, "): its output ",
+                            cur.sample_str(), " holds ", cur.per_sample(),
+                            " values per sample, more than ", kMaxTensorElements,
+                            "; use fewer channels or a smaller input"));
+    for (const ParamSpec& ps : layer->param_specs())
+      if (ps.count() > kMaxTensorElements)
+        throw ConfigError(str(keys.where(), ": layer '", ctx.name, "' (", type, "): its ",
+                              ps.name, " would hold ", ps.count(), " values, more than ",
+                              kMaxTensorElements, "; use a narrower layer"));
     YAML::Node resolved = YAML::Clone(keys.resolved());
     if (!own_impl) resolved.remove("impl");  // follow --impl when the run is repeated
     m->resolved_layers_.push_back(resolved);
@@ -143,6 +154,7 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
         m->bwd_fused_[i] = true;
     }
 
+  check_parameter_memory(ParamStore::layout_floats(m->layers_), m->device() == Device::kGPU);
   m->params_.build(m->layers_, m->device());
   return m;
 }
@@ -196,8 +208,52 @@ void Model::print_table(std::ostream& os) const {
   os << "\n";
 }
 
+void Model::check_batch(int n, const std::string& origin) const {
+  Shape cur = in_.with_batch(1);
+  size_t widest = cur.per_sample();
+  std::string layer = "the input";
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    cur = layers_[i]->output_shape(cur);
+    if (cur.per_sample() > widest) {
+      widest = cur.per_sample();
+      layer = "layer '" + layers_[i]->name() + "'";
+    }
+  }
+  if (size_t(n) * widest > kMaxTensorElements)
+    throw ConfigError(str(origin, " ", n, ": the output of ", layer, " (", widest,
+                          " values per sample) would hold ", size_t(n) * widest,
+                          " values for the batch, more than ", kMaxTensorElements,
+                          "; use a batch of at most ", kMaxTensorElements / widest));
+}
+
+size_t Model::activation_bytes(int n) const {
+  // What allocate(n) allocates: each layer's output (none for a folded
+  // upsample, shared for a fused ReLU), two gradient buffers of the largest
+  // tensor, and the output gradient.
+  Shape cur = in_.with_batch(n);
+  size_t acts = 0, biggest = cur.count();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    cur = layers_[i]->output_shape(cur);
+    if (folded_[i]) continue;
+    if (!fwd_fused_[i]) acts += cur.count();
+    biggest = std::max(biggest, cur.count());
+  }
+  return (acts + 2 * biggest + cur.count()) * sizeof(float);
+}
+
+size_t Model::workspace_bytes(int n) const {
+  Shape cur = in_.with_batch(n);
+  size_t bytes = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!folded_[i]) bytes += layers_[i]->workspace_bytes(cur);
+    cur = layers_[i]->output_shape(cur);
+  }
+  return bytes;
+}
+
 void Model::allocate(int max_batch) {
   HPMC_CHECK(max_batch > 0, "batch size must be positive");
+  check_batch(max_batch, "batch size");
   if (max_batch == max_batch_) return;
   max_batch_ = max_batch;
   acts_.clear();
@@ -216,7 +272,7 @@ void Model::allocate(int max_batch) {
                                   : Tensor::empty(cur, DType::kF32, device()));
     biggest = std::max(biggest, cur.count());
   }
-  grad_a_ = Tensor::empty(Shape(1, int(biggest), 1, 1), DType::kF32, device());
+  grad_a_ = Tensor::empty(Shape(1, int(biggest), 1, 1), DType::kF32, device());  // checked
   grad_b_ = Tensor::empty(Shape(1, int(biggest), 1, 1), DType::kF32, device());
   dout_ = Tensor::empty(cur, DType::kF32, device());
 }

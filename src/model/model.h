@@ -80,8 +80,17 @@ class Model {
   // Table of layers (name, type, impl, in -> out, params) and the total.
   void print_table(std::ostream& os) const;
 
-  // Allocate activation and gradient buffers for batches up to max_batch.
+  // Allocate activation and gradient buffers for batches up to max_batch
+  // (check_batch(max_batch) must hold).
   void allocate(int max_batch);
+  // Throws a ConfigError when a batch of n would give some tensor more than
+  // kMaxTensorElements values (shape.h), naming the layer and the largest
+  // batch that fits; `origin` says where n came from ("training.batch_size").
+  void check_batch(int n, const std::string& origin) const;
+  // Bytes allocate(n) takes (activations, the two gradient buffers, the
+  // output gradient) and the layers' own scratch at batch n (memory.h).
+  size_t activation_bytes(int n) const;
+  size_t workspace_bytes(int n) const;
   int max_batch() const { return max_batch_; }
 
   // Run layers 0..last (default: all) on x; returns the last one's output.

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "core/rng.h"
 
 namespace hpmc {
@@ -26,7 +27,11 @@ void ParamStore::build(const std::vector<LayerPtr>& layers, Device device) {
   }
   padded_ = offset;
   device_ = device;
-  Shape s(1, int(padded_ > 0 ? padded_ : 1), 1, 1);
+  // (blocks of 64, 64): a multiple of kAlignFloats, so no count passes a shape's int.
+  HPMC_CHECK(padded_ / kAlignFloats <= kMaxTensorElements, "a parameter buffer of ", padded_,
+             " floats");
+  Shape s = padded_ > 0 ? Shape(int(padded_ / kAlignFloats), int(kAlignFloats), 1, 1)
+                        : Shape(1, 1, 1, 1);
   params_ = Tensor::zeros(s, DType::kF32, device);
   grads_ = Tensor::zeros(s, DType::kF32, device);
   momentum_ = Tensor::zeros(s, DType::kF32, device);
@@ -43,6 +48,14 @@ void ParamStore::build(const std::vector<LayerPtr>& layers, Device device) {
     }
     layer->bind(std::move(ps), std::move(gs));
   }
+}
+
+size_t ParamStore::layout_floats(const std::vector<LayerPtr>& layers) {
+  size_t offset = 0;
+  for (const auto& layer : layers)
+    for (const auto& spec : layer->param_specs())
+      offset += (spec.count() + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  return offset;
 }
 
 void ParamStore::init(uint64_t seed) {

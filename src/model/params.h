@@ -30,8 +30,12 @@ class ParamStore {
  public:
   static constexpr size_t kAlignFloats = 64;
 
-  // Lay out, allocate (zeroed) on `device` and bind every layer.
+  // Lay out, allocate (zeroed) on `device` and bind every layer. Each
+  // tensor must hold at most kMaxTensorElements values (Model::build checks);
+  // the buffers themselves may hold more (they are shaped (padded / 64, 64)).
   void build(const std::vector<LayerPtr>& layers, Device device);
+  // The buffer length build() would lay out for `layers`, in floats.
+  static size_t layout_floats(const std::vector<LayerPtr>& layers);
   // PyTorch-style initialisation (see Init), deterministic from `seed`;
   // computed on the host and copied to the device once.
   void init(uint64_t seed);

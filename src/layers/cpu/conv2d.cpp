@@ -2,6 +2,10 @@
 // calls into conv2d_ops.h, which picks im2col + gemm or the thin kernels.
 #include "layers/cpu/conv2d.h"
 
+#include <algorithm>
+
+#include "core/threads.h"
+
 namespace hpmc {
 
 Conv2dCPU::Conv2dCPU(std::string name, const Conv2dConfig& cfg)
@@ -10,6 +14,16 @@ Conv2dCPU::Conv2dCPU(std::string name, const Conv2dConfig& cfg)
 }
 
 std::string Conv2dCPU::describe() const { return conv2d_describe(cfg_); }
+
+size_t Conv2dCPU::workspace_bytes(const Shape& in) const {
+  // The GEMM path's per-thread buffers (conv2d_ops.h, Conv2dWorkspace): one
+  // image's column matrix and a partial weight and bias gradient each; the
+  // thin path's buffers are no larger.
+  const Conv2dShape s = conv_shape(in);
+  const size_t threads = size_t(std::max(1, std::min(num_threads(), in.n)));
+  const size_t column = s.is_pointwise() ? 0 : size_t(s.col_rows()) * size_t(s.col_cols());
+  return threads * (column + s.weight_count() + size_t(s.K)) * sizeof(float);
+}
 
 Shape Conv2dCPU::output_shape(const Shape& in) const { return conv2d_output_shape(cfg_, in); }
 

@@ -30,6 +30,7 @@ class Conv2dCPU : public LayerCPU {
   std::vector<ParamSpec> param_specs() const override;
   double forward_flops(const Shape& in) const override;
   double backward_flops(const Shape& in, bool input_grad) const override;
+  size_t workspace_bytes(const Shape& in) const override;
 
   const Conv2dConfig& config() const { return cfg_; }
   // The full convolution sizes for an input shape (which must be valid).
