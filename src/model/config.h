@@ -57,6 +57,7 @@ class MapReader {
 
  private:
   std::string key_path(const std::string& key) const;
+  std::string key_where(const std::string& key) const;  // where the key itself is
   YAML::Node value(const std::string& key);
   void check_misspelled(const std::string& key) const;
 
