@@ -315,6 +315,48 @@ TEST(Config, OverrideListIndexOutOfRangeOrNotANumber) {
                 .model.layers[1].node["out_features"].as<int>(), 7);
 }
 
+// A bad run name used to pass the config and fail an internal check in the
+// checkpoint writer after the first epoch.
+TEST(Config, RunNameIsCheckedUpFront) {
+  auto named = [](const std::string& n) {
+    return error_of(replace(kGood, "name: tiny", "name: \"" + n + "\""));
+  };
+  std::string e = error_of(replace(kGood, "name: tiny", "name: bad\xffname"));
+  EXPECT_EQ(e, "cfg.yaml:1:7: name: must be valid UTF-8, got 'bad\\xFFname'") << e;
+  e = error_of(kGood, {{"name=a\xff", ""}});
+  EXPECT_EQ(e, "--set name=a\xff: name: must be valid UTF-8, got 'a\\xFF'") << e;
+  e = named(std::string(101, 'x'));
+  EXPECT_NE(e.find("name: must be at most 100 bytes long, got 101 bytes"), std::string::npos) << e;
+  EXPECT_EQ(parse_config(replace(kGood, "name: tiny", "name: " + std::string(100, 'x')),
+                         "cfg.yaml").name.size(), 100u);
+  e = named("a/b");
+  EXPECT_NE(e.find("name: must not contain '/'"), std::string::npos) << e;
+  e = named("..");
+  EXPECT_NE(e.find("name: must not be '.' or '..'"), std::string::npos) << e;
+  e = named(".");
+  EXPECT_NE(e.find("name: must not be '.' or '..'"), std::string::npos) << e;
+  e = named("tab\\there");
+  EXPECT_NE(e.find("name: must not contain control characters, got 'tab\\x09here'"),
+            std::string::npos) << e;
+  e = named("");
+  EXPECT_NE(e.find("name: must not be empty"), std::string::npos) << e;
+  // Any valid UTF-8 is a name.
+  EXPECT_EQ(parse_config(replace(kGood, "name: tiny", "name: модель-1.v2"), "cfg.yaml").name,
+            "модель-1.v2");
+  // The default, the file's stem, is checked too, and the message says where it came from.
+  e = [&] {
+    try {
+      parse_config(replace(kGood, "name: tiny\n", ""), "configs/m\xfe.yaml");
+    } catch (const ConfigError& err) {
+      return std::string(err.what());
+    }
+    return std::string("(no error)");
+  }();
+  EXPECT_EQ(e, "configs/m\xfe.yaml: the run name (name; by default the config's file name without "
+               ".yaml) must be valid UTF-8, got 'm\\xFE'; set name: in the config, or --set "
+               "name=NAME") << e;
+}
+
 // A config path that is not a regular file is named for what it is; a FIFO
 // or /dev/zero used to block or read forever.
 TEST(Config, FileThatIsNotARegularFileIsNamed) {

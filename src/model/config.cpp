@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -12,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/regular_file.h"
+#include "io/json.h"
 
 namespace hpmc {
 
@@ -355,13 +357,58 @@ void apply_override(YAML::Node root, const std::string& assignment, ConfigSource
 
 namespace {
 
+// The run name becomes file names (<weights_dir>/<name>.safetensors, runs/<name>) and
+// checkpoint metadata, so it must be one short, printable, valid UTF-8 path component.
+constexpr size_t kMaxRunNameBytes = 100;
+
+// The name as a message may show it: control bytes (and every non-ASCII byte
+// when it is not valid UTF-8) as \xNN, cut at 40 bytes.
+std::string printable_name(const std::string& name) {
+  const bool utf8 = is_valid_utf8(name);
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (i >= 40 && (!utf8 || (static_cast<unsigned char>(name[i]) & 0xC0) != 0x80))
+      return out + "...";
+    auto c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7F || (!utf8 && c >= 0x80)) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
+// What is wrong with `name` as a run name, or "".
+std::string run_name_problem(const std::string& name) {
+  const std::string shown = str("got '", printable_name(name), "'");
+  if (name.empty()) return "must not be empty";
+  if (!is_valid_utf8(name)) return str("must be valid UTF-8, ", shown);
+  if (name.size() > kMaxRunNameBytes)
+    return str("must be at most ", kMaxRunNameBytes, " bytes long, got ", name.size(), " bytes: ",
+               shown);
+  if (std::any_of(name.begin(), name.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; }))
+    return str("must not contain control characters, ", shown);
+  if (name.find('/') != std::string::npos)
+    return str("must not contain '/' (it names files; put directories in output.dir or "
+               "output.weights_dir), ", shown);
+  if (name == "." || name == "..") return str("must not be '.' or '..', ", shown);
+  return "";
+}
+
 Config read_document(YAML::Node root, ConfigSource src, const std::string& default_name) {
   Config cfg;
   cfg.resolved = YAML::Node(YAML::NodeType::Map);
   MapReader top(root, "", src);
   cfg.name = top.get_string("name", default_name);
-  if (cfg.name.empty() || cfg.name.find('/') != std::string::npos)
-    top.fail("name", str("must be a non-empty name without '/', got '", cfg.name, "'"));
+  if (std::string why = run_name_problem(cfg.name); !why.empty()) {
+    if (top.has("name")) top.fail("name", why);
+    throw ConfigError(str(src.file, ": the run name (name; by default the config's file name "
+                          "without .yaml) ", why, "; set name: in the config, or --set name=NAME"));
+  }
   cfg.resolved["name"] = cfg.name;
 
   {
