@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli_runner.h"
+#include "fifo_testing.h"
 #include "io/grid.h"
 #include "io/npy.h"
 
@@ -247,6 +248,49 @@ TEST(Run, BadCheckpointsAreClearErrors) {
   EXPECT_EQ(a.code, 4);
   EXPECT_NE(a.err.find("no tensor 'conv1.weight'"), std::string::npos) << a.err;
   EXPECT_EQ(std::count(a.err.begin(), a.err.end(), '\n'), 1) << a.err;
+}
+
+// What takes the place of a checkpoint (or of metrics.csv on --resume) is
+// named: a FIFO used to block hpmc forever, a directory was called "the
+// checkpoint of an earlier run". Synthetic data, so no dataset is needed.
+TEST(Run, BadCheckpointsThatAreNotFilesAreNamed) {
+  testing::TempDir t;
+  const std::string quick = "configs/fashion_mlp.yaml --set data.synthetic=true --set "
+                            "data.train_limit=64 --set data.test_limit=64 --progress quiet ";
+  const std::string fifo = t.file("w.safetensors");
+  testing::make_fifo(fifo);
+  auto e = testing::run_hpmc_within(60, "eval configs/fashion_mlp.yaml --weights " + fifo);
+  EXPECT_EQ(e.code, 4) << e.err;
+  EXPECT_EQ(e.err, "hpmc: error: " + fifo + ": is a FIFO, not a regular file\n");
+  auto i = testing::run_hpmc_within(60, "run " + quick + "--init " + fifo + dirs(t, "i"));
+  EXPECT_EQ(i.code, 4) << i.err;
+  EXPECT_NE(i.err.find(fifo + ": is a FIFO, not a regular file"), std::string::npos) << i.err;
+
+  // The run's own checkpoint path, taken by a directory or a FIFO.
+  const std::string in_dir = t.file("d_w/fashion_mlp.safetensors");
+  fs::create_directories(in_dir);
+  for (const char* flag : {"", "--resume", "--overwrite"}) {
+    auto r = testing::run_hpmc_within(60, "run " + quick + flag + dirs(t, "d"));
+    EXPECT_EQ(r.code, 2) << flag << ": " << r.err;
+    EXPECT_EQ(r.err, "hpmc: error: " + in_dir + " is a directory, not a regular file, but this "
+                     "run's checkpoint goes there; move it away, or write the checkpoint "
+                     "elsewhere with --weights-dir\n") << flag;
+  }
+  fs::create_directories(t.file("p_w"));
+  testing::make_fifo(t.file("p_w/fashion_mlp.safetensors"));
+  auto p = testing::run_hpmc_within(60, "run " + quick + "--resume" + dirs(t, "p"));
+  EXPECT_EQ(p.code, 2) << p.err;
+  EXPECT_NE(p.err.find("fashion_mlp.safetensors is a FIFO, not a regular file"), std::string::npos)
+      << p.err;
+
+  // metrics.csv, read back on --resume.
+  ASSERT_EQ(testing::run_hpmc_within(120, "run " + quick + "--epochs 1" + dirs(t, "m")).code, 0);
+  fs::remove(t.file("m/metrics.csv"));
+  testing::make_fifo(t.file("m/metrics.csv"));
+  auto m = testing::run_hpmc_within(60, "run " + quick + "--epochs 2 --resume" + dirs(t, "m"));
+  EXPECT_EQ(m.code, 4) << m.err;
+  EXPECT_NE(m.err.find(t.file("m/metrics.csv") + ": is a FIFO, not a regular file"),
+            std::string::npos) << m.err;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/profiler.h"
+#include "core/regular_file.h"
 #include "model/checkpoint.h"
 #include "model/trainer.h"
 
@@ -98,6 +99,10 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
   const std::string ckpt = checkpoint_path(cfg);
 
   // Decide what happens to earlier outputs before anything is read or written.
+  FileCheck at_ckpt = check_regular_file(ckpt);
+  if (at_ckpt.problem == FileProblem::kNotRegular)
+    throw UsageError(str(ckpt, " ", at_ckpt.why, ", but this run's checkpoint goes there; move it "
+                         "away, or write the checkpoint elsewhere with --weights-dir"));
   if (o.resume) {
     if (!std::filesystem::exists(ckpt))
       throw UsageError(str("--resume: there is no checkpoint at ", ckpt,
