@@ -140,6 +140,7 @@ int run_main(int argc, char** argv) {
 
   if (run->parsed()) {
     rc.apply(run, ro);
+    ro.argv.assign(argv, argv + argc);
     cmd_run(ro, std::cout);
   } else if (eval->parsed()) {
     ec.apply(eval, eo);

@@ -146,6 +146,57 @@ TEST(Run, SigtermThenResumeEqualsAnUninterruptedRun) {
       << "final weights differ after resume";
 }
 
+// The resume command printed after SIGTERM used to be "hpmc run CONFIG
+// --resume", dropping --out, --weights-dir, --epochs, --set, ...: now it is
+// the command typed, quoted for the shell, with --resume in place of
+// --overwrite and --init, and running it finishes the run.
+TEST(Run, InterruptedRunPrintsTheCommandThatContinuesIt) {
+  testing::TempDir t;
+  const std::string quick = "configs/fashion_mlp.yaml --set data.synthetic=true --set "
+                            "data.test_limit=64 --progress quiet ";
+  ASSERT_EQ(run_hpmc("run " + quick + "--set data.train_limit=64" + dirs(t, "w0")).code, 0);
+  const std::string out = t.file("out dir"), weights = t.file("w dir");
+  // Far from the end when the signal comes, however fast the steps are.
+  const std::string args = quick + "--set data.train_limit=256 --batch 32 --epochs 30 "
+                           "--set 'name=my run' --overwrite --init " +
+                           t.file("w0_w/fashion_mlp.safetensors") + " --out '" + out +
+                           "' --weights-dir '" + weights + "'";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string cmd = "'" + testing::hpmc_binary() + "' run " + args + " >" + t.file("cut.log") +
+                      " 2>&1";
+    if (chdir(testing::source_dir().c_str()) != 0) _exit(99);
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), (char*)nullptr);
+    _exit(98);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(weights + "/my run.safetensors")) break;  // after the first epoch
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string log = slurp(t.file("cut.log"));
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << log;
+  const std::string marker = "continue with: ";
+  ASSERT_NE(log.find(marker), std::string::npos) << log;
+  std::string cmd = log.substr(log.find(marker) + marker.size());
+  cmd = cmd.substr(0, cmd.find('\n'));
+  EXPECT_EQ(cmd, testing::hpmc_binary() + " run configs/fashion_mlp.yaml --set data.synthetic=true "
+                 "--set data.test_limit=64 --progress quiet --set data.train_limit=256 --batch "
+                 "32 --epochs 30 --set 'name=my run' --out '" + out +
+                 "' --weights-dir '" + weights + "' --resume");
+
+  std::string again = "cd '" + testing::source_dir() + "' && " + cmd + " >" +
+                      t.file("resume.log") + " 2>&1";
+  EXPECT_EQ(std::system(again.c_str()), 0) << slurp(t.file("resume.log"));
+  EXPECT_NE(slurp(t.file("resume.log")).find("resuming from " + weights + "/my run.safetensors"),
+            std::string::npos) << slurp(t.file("resume.log"));
+  EXPECT_NE(slurp(out + "/metrics.csv").find("\n30,240,"), std::string::npos);
+}
+
 TEST(Run, ResumeRefusesAChangedSetup) {
   NEED_FASHION();
   testing::TempDir t;

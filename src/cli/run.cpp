@@ -72,6 +72,45 @@ void clear_run_dir(const std::string& dir) {
   }
 }
 
+// A word as a POSIX shell reads it back: bare when that is safe, else quoted.
+std::string shell_quote(const std::string& w) {
+  const char* safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%";
+  if (!w.empty() && w.find_first_not_of(safe) == std::string::npos) return w;
+  std::string q = "'";
+  for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// The command that continues this run: the one typed, every flag kept
+// (--out, --weights-dir, --epochs, --set, --impl, ...), with --resume in
+// place of --overwrite and --init, which would start the run again.
+std::string resume_command(const RunOptions& o) {
+  if (o.argv.empty()) return str("hpmc run ", shell_quote(o.config), " --resume");
+  std::vector<std::string> words;
+  size_t options_end = std::string::npos;  // where "--" ends the options, if it does
+  bool resume = false;
+  for (size_t i = 0; i < o.argv.size(); ++i) {
+    const std::string& a = o.argv[i];
+    if (options_end == std::string::npos) {
+      if (a == "--") options_end = words.size();
+      if (a == "--overwrite" || a.rfind("--overwrite=", 0) == 0 || a.rfind("--init=", 0) == 0)
+        continue;
+      if (a == "--init") {
+        ++i;  // and its value
+        continue;
+      }
+      resume = resume || a == "--resume";
+    }
+    words.push_back(a);
+  }
+  if (!resume)
+    words.insert(options_end == std::string::npos ? words.end() : words.begin() + long(options_end),
+                 "--resume");
+  std::string cmd;
+  for (const auto& w : words) cmd += (cmd.empty() ? "" : " ") + shell_quote(w);
+  return cmd;
+}
+
 void write_resolved_config(const Session& s, const std::string& path) {
   YAML::Node doc = YAML::Clone(s.cfg.resolved);
   YAML::Node layers(YAML::NodeType::Sequence);
@@ -200,7 +239,7 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
     throw Error(ExitCode::kInterrupted,
                 str("interrupted by signal ", int(signals.caught()), " at epoch ", state.epoch + 1,
                     ", step ", state.step, "; checkpoint written to ", ckpt,
-                    "; continue with: hpmc run ", o.config, " --resume"));
+                    "; continue with: ", resume_command(o)));
   }
   if (autoencoder && s.data.test.size() > 0)
     write_recon_grid(model, s.data.test, cfg.output.recon_count, join_path(dir, "recon.png"));
