@@ -30,8 +30,10 @@ using namespace hpmc;
 struct Common {
   std::string epochs, batch, lr, seed, out, weights_dir, log_every;
   std::vector<std::string> sets;
+  bool training = false;  // the flags above exist (bench adds only --batch, to `batch`)
 
   void add(CLI::App* c, CommonOptions& o, bool training_flags) {
+    training = training_flags;
     c->add_option("config", o.config, "the YAML config, e.g. configs/fashion_ae.yaml")->required();
     c->add_option("--impl", o.impl, "layer implementation: cpu, naive, tiled or im2col")
         ->capture_default_str();
@@ -54,13 +56,15 @@ struct Common {
       if (c->get_option_no_throw(name) && c->count(name))
         o.overrides.push_back({std::string(key) + "=" + v, std::string(name) + " " + v});
     };
-    flag("--epochs", "training.epochs", epochs);
     flag("--batch", "training.batch_size", batch);
-    flag("--lr", "training.lr", lr);
-    flag("--seed", "training.seed", seed);
-    flag("--out", "output.dir", out);
-    flag("--weights-dir", "output.weights_dir", weights_dir);
-    flag("--log-every", "output.log_every", log_every);
+    if (training) {  // recon's and features' own --out is where they write, not output.dir
+      flag("--epochs", "training.epochs", epochs);
+      flag("--lr", "training.lr", lr);
+      flag("--seed", "training.seed", seed);
+      flag("--out", "output.dir", out);
+      flag("--weights-dir", "output.weights_dir", weights_dir);
+      flag("--log-every", "output.log_every", log_every);
+    }
     for (const auto& s : sets) o.overrides.push_back({s, ""});
   }
 };
