@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -342,6 +344,57 @@ TEST(Run, BadCheckpointsThatAreNotFilesAreNamed) {
   EXPECT_EQ(m.code, 4) << m.err;
   EXPECT_NE(m.err.find(t.file("m/metrics.csv") + ": is a FIFO, not a regular file"),
             std::string::npos) << m.err;
+}
+
+// Overwrites float `index` of tensor `name` in a safetensors file with `v`.
+void poke_float(const std::string& path, const std::string& name, size_t index, float v) {
+  std::string f = slurp(path);
+  uint64_t header = 0;
+  std::memcpy(&header, f.data(), 8);
+  size_t at = f.find("\"" + name + "\":");
+  ASSERT_NE(at, std::string::npos) << name;
+  at = f.find("\"data_offsets\":[", at);
+  ASSERT_NE(at, std::string::npos) << name;
+  size_t begin = std::stoull(f.substr(at + 16));
+  std::memcpy(&f[8 + header + begin + index * 4], &v, 4);
+  std::ofstream(path, std::ios::binary) << f;
+}
+
+// eval printed "test loss nan" and exited 0 for weights of a run that
+// diverged; recon and --init took them too. All refuse them, naming the tensor.
+TEST(Run, BadCheckpointsWithNonFiniteWeightsAreRefused) {
+  testing::TempDir t;
+  const std::string quick = "configs/fashion_ae.yaml --set data.synthetic=true --set "
+                            "data.train_limit=64 --set data.test_limit=16 ";
+  ASSERT_EQ(run_hpmc("run " + quick + "--epochs 1 --progress quiet" + dirs(t, "a")).code, 0);
+  const std::string good = t.file("a_w/fashion_ae.safetensors");
+  const std::string nan = t.file("nan.safetensors"), inf = t.file("inf.safetensors");
+  fs::copy_file(good, nan);
+  fs::copy_file(good, inf);
+  poke_float(nan, "conv1.weight", 0, NAN);
+  poke_float(inf, "conv5.bias", 0, -INFINITY);
+  for (const std::string cmd : {"eval " + quick, "recon " + quick + "--out " + t.file("rc") + " ",
+                                "features " + quick + "--out " + t.file("f") + " "}) {
+    auto r = run_hpmc(cmd + "--weights " + nan);
+    EXPECT_EQ(r.code, 5) << cmd << r.err << r.out;
+    EXPECT_EQ(r.err, "hpmc: error: " + nan + ": tensor 'conv1.weight' holds nan at index 0: the "
+                     "weights are broken (did the training diverge?); use a checkpoint from "
+                     "before that, or train again with a lower --lr\n") << cmd;
+    EXPECT_EQ(r.out.find("test loss"), std::string::npos) << r.out;
+    r = run_hpmc(cmd + "--weights " + inf);
+    EXPECT_EQ(r.code, 5) << cmd << r.err;
+    EXPECT_NE(r.err.find(inf + ": tensor 'conv5.bias' holds -inf at index 0"), std::string::npos)
+        << r.err;
+  }
+  EXPECT_FALSE(fs::exists(t.file("rc/recon.png")));
+  EXPECT_FALSE(fs::exists(t.file("f/features_test.npy")));
+  auto i = run_hpmc("run " + quick + "--init " + nan + dirs(t, "b"));
+  EXPECT_EQ(i.code, 5) << i.err;
+  EXPECT_NE(i.err.find("tensor 'conv1.weight' holds nan"), std::string::npos) << i.err;
+  // The good checkpoint still evaluates.
+  auto e = run_hpmc("eval " + quick + "--weights " + good);
+  EXPECT_EQ(e.code, 0) << e.err;
+  EXPECT_NE(e.out.find("test loss"), std::string::npos) << e.out;
 }
 
 }  // namespace

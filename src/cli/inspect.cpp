@@ -20,12 +20,19 @@ namespace hpmc {
 
 namespace {
 
+// The weights and then the data into an open session. Weights that are not
+// finite would give a NaN loss, image or feature: they are refused here.
+void load_weights_and_data(Session& s, const std::string& weights, std::ostream& out) {
+  load_checkpoint(weights, *s.model);
+  check_finite_weights(*s.model, weights);
+  out << "weights: " << weights << "\n";
+  load_session_data(s, out);
+}
+
 Session open_with_weights(const CommonOptions& o, const std::string& weights, std::ostream& out) {
   if (weights.empty()) throw UsageError("--weights FILE is required (a checkpoint written by hpmc run)");
   Session s = open_session(o, out);
-  load_checkpoint(weights, *s.model);
-  out << "weights: " << weights << "\n";
-  load_session_data(s, out);
+  load_weights_and_data(s, weights, out);
   return s;
 }
 

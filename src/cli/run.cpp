@@ -162,10 +162,12 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
   TrainState state;
   if (o.resume) {
     load_checkpoint(ckpt, model, &cfg, &state, n_train);
+    check_finite_weights(model, ckpt);
     out << "resuming from " << ckpt << " at epoch " << state.epoch + 1 << ", step " << state.step
         << " (global step " << state.global_step << ")\n";
   } else if (!o.init.empty()) {
     load_checkpoint(o.init, model);
+    check_finite_weights(model, o.init);
     out << "weights from " << o.init << " (optimizer state fresh)\n";
   } else {
     model.params().init(cfg.training.seed);
