@@ -397,5 +397,27 @@ TEST(Run, BadCheckpointsWithNonFiniteWeightsAreRefused) {
   EXPECT_NE(e.out.find("test loss"), std::string::npos) << e.out;
 }
 
+// A kill during a checkpoint write leaves ".<name>.safetensors.tmp-XXXXXX";
+// the next run of that checkpoint removes it, and nothing else, and says so.
+TEST(Run, StaleCheckpointTempFilesAreRemoved) {
+  testing::TempDir t;
+  const std::string w = t.file("a_w");
+  fs::create_directories(w);
+  const std::string stale = w + "/.fashion_mlp.safetensors.tmp-Ab12Cd";
+  for (const std::string& f : {stale, w + "/.other.safetensors.tmp-Ab12Cd",
+                               w + "/.fashion_mlp.safetensors.tmp-notes", w + "/notes.txt"})
+    std::ofstream(f) << "x";
+  auto r = run_hpmc("run configs/fashion_mlp.yaml --set data.synthetic=true --set "
+                    "data.train_limit=64 --set data.test_limit=64 --progress quiet" +
+                    dirs(t, "a"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("removed 1 temporary checkpoint file left by an interrupted write: " +
+                       stale + "\n"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(stale));
+  size_t left = 0;
+  for (const auto& e : fs::directory_iterator(w)) (void)e, ++left;
+  EXPECT_EQ(left, 4u);  // the checkpoint and the three files that are not its temporaries
+}
+
 }  // namespace
 }  // namespace hpmc

@@ -175,6 +175,14 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
 
   make_dirs(dir);
   make_dirs(cfg.output.weights_dir);
+  // A kill during a checkpoint write leaves its temporary file behind.
+  std::vector<std::string> stale = leftover_temp_files(ckpt);
+  std::error_code ec;
+  for (const auto& f : stale) std::filesystem::remove(f, ec);
+  if (!stale.empty())
+    out << "removed " << stale.size() << " temporary checkpoint file"
+        << (stale.size() == 1 ? "" : "s") << " left by an interrupted write: " << stale.front()
+        << (stale.size() > 1 ? ", ..." : "") << "\n";
   if (o.overwrite) clear_run_dir(dir);
   write_resolved_config(s, join_path(dir, "config.yaml"));
   MetricsLog metrics(join_path(dir, "metrics.csv"));
