@@ -6,7 +6,7 @@
 //   hpmc eval CONFIG --weights FILE [--data DIR] [--impl IMPL]
 //   hpmc recon CONFIG --weights FILE [--count N] [--out DIR]
 //   hpmc features CONFIG --weights FILE [--split train|test|all]
-//            [--format csv|npy|both] [--out DIR]
+//            [--format csv|npy|both] [--out DIR] [--overwrite]
 //   hpmc bench CONFIG [--impl IMPL] [--batch N] [--steps N] [--warmup N]
 //            [--repeats N] [--set KEY=VALUE]... [--data DIR] [--real-data]
 //   hpmc info
@@ -116,6 +116,7 @@ int run_main(int argc, char** argv) {
       ->check(CLI::IsMember({"csv", "npy", "both"}))
       ->capture_default_str();
   feats->add_option("--out", fo.out_dir, "output directory (default: output.dir)");
+  feats->add_flag("--overwrite", fo.overwrite, "replace feature files that already exist");
 
   BenchOptions bo;
   Common bc;

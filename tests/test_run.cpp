@@ -419,5 +419,39 @@ TEST(Run, StaleCheckpointTempFilesAreRemoved) {
   EXPECT_EQ(left, 4u);  // the checkpoint and the three files that are not its temporaries
 }
 
+// hpmc features replaced earlier feature files without being asked to.
+TEST(Run, FeaturesRefuseToReplaceFilesWithoutOverwrite) {
+  testing::TempDir t;
+  const std::string quick = "configs/fashion_ae.yaml --set data.synthetic=true --set "
+                            "data.train_limit=64 --set data.test_limit=16 ";
+  ASSERT_EQ(run_hpmc("run " + quick + "--epochs 1 --progress quiet" + dirs(t, "a")).code, 0);
+  const std::string features = "features " + quick + "--weights " +
+                               t.file("a_w/fashion_ae.safetensors") + " --out " + t.file("f") +
+                               " ";
+  ASSERT_EQ(run_hpmc(features + "--split test --format npy").code, 0);
+  const std::string npy = t.file("f/features_test.npy"), labels = t.file("f/labels_test.npy");
+  std::ofstream(npy, std::ios::app) << "mark";  // to see whether it is rewritten
+  const std::string before = slurp(npy);
+
+  auto r = run_hpmc(features + "--split test --format npy");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err, "hpmc: error: " + npy + ", " + labels + " already exist; replace them with "
+                   "--overwrite, or write elsewhere with --out\n");
+  EXPECT_EQ(slurp(npy), before);
+  // Any file of the export counts: the CSV is new, but the .npy files are not.
+  r = run_hpmc(features + "--split all --format both");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(npy + ", " + labels + " already exist"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(t.file("f/features_train.npy")));
+  // Nothing of this export is there yet.
+  EXPECT_EQ(run_hpmc(features + "--split test --format csv").code, 0);
+  r = run_hpmc(features + "--split test --format csv");
+  EXPECT_EQ(r.err, "hpmc: error: " + t.file("f/features_test.csv") + " already exists; replace "
+                   "it with --overwrite, or write elsewhere with --out\n");
+  r = run_hpmc(features + "--split test --format npy --overwrite");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(slurp(npy), before);
+}
+
 }  // namespace
 }  // namespace hpmc

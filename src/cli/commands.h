@@ -47,6 +47,7 @@ struct FeaturesOptions : CommonOptions {
   std::string split = "all";   // train | test | all
   std::string format = "both"; // csv | npy | both
   std::string out_dir;         // default: the config's output.dir
+  bool overwrite = false;      // replace feature files that already exist
 };
 
 // `hpmc bench`: time whole training steps (see src/cli/bench.cpp).
