@@ -30,7 +30,8 @@ void load_weights_and_data(Session& s, const std::string& weights, std::ostream&
 }
 
 Session open_with_weights(const CommonOptions& o, const std::string& weights, std::ostream& out) {
-  if (weights.empty()) throw UsageError("--weights FILE is required (a checkpoint written by hpmc run)");
+  if (weights.empty())
+    throw UsageError("--weights FILE is required (a checkpoint written by hpmc run)");
   Session s = open_session(o, out);
   load_weights_and_data(s, weights, out);
   return s;

@@ -34,7 +34,8 @@ void MetricsLog::load(int64_t max_step) {
   RegularFile f(path_);
   if (f.missing()) return;
   if (!f.ok())
-    throw DataError(str(path_, ": ", f.why(), "; move it away, or replace the run with --overwrite"));
+    throw DataError(
+        str(path_, ": ", f.why(), "; move it away, or replace the run with --overwrite"));
   std::string text;
   if (!f.read_up_to(text, std::string::npos))
     throw RuntimeError(str("cannot read ", path_, ": ", std::strerror(errno)));
