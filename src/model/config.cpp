@@ -604,8 +604,10 @@ Config load_config(const std::string& path, const std::vector<Override>& overrid
     if (f.missing())
       throw ConfigError(str(path, ": no such config file; the configs shipped with hpmc are in "
                             "configs/"));
-    throw ConfigError(str(path, ": ", f.why(), "; give a YAML config file, e.g. "
-                          "configs/fashion_ae.yaml"));
+    throw ConfigError(str(path, ": ", f.why(),
+                          f.problem() == FileProblem::kUnreadable
+                              ? ""
+                              : "; give a YAML config file, e.g. configs/fashion_ae.yaml"));
   }
   // Read one byte past the cap, so that a file that grew since fstat() is caught too.
   std::string text;
