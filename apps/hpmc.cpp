@@ -6,7 +6,7 @@
 //   hpmc eval CONFIG --weights FILE [--data DIR] [--impl IMPL]
 //   hpmc recon CONFIG --weights FILE [--count N] [--out DIR]
 //   hpmc features CONFIG --weights FILE [--split train|test|all]
-//            [--format csv|npy|both] [--out DIR]
+//            [--format csv|npy|both] [--out DIR] [--overwrite]
 //   hpmc bench CONFIG [--impl IMPL] [--batch N] [--steps N] [--warmup N]
 //            [--repeats N] [--set KEY=VALUE]... [--data DIR] [--real-data]
 //   hpmc info
@@ -30,8 +30,10 @@ using namespace hpmc;
 struct Common {
   std::string epochs, batch, lr, seed, out, weights_dir, log_every;
   std::vector<std::string> sets;
+  bool training = false;  // the flags above exist (bench adds only --batch, to `batch`)
 
   void add(CLI::App* c, CommonOptions& o, bool training_flags) {
+    training = training_flags;
     c->add_option("config", o.config, "the YAML config, e.g. configs/fashion_ae.yaml")->required();
     c->add_option("--impl", o.impl, "layer implementation: cpu, naive, tiled or im2col")
         ->capture_default_str();
@@ -54,13 +56,15 @@ struct Common {
       if (c->get_option_no_throw(name) && c->count(name))
         o.overrides.push_back({std::string(key) + "=" + v, std::string(name) + " " + v});
     };
-    flag("--epochs", "training.epochs", epochs);
     flag("--batch", "training.batch_size", batch);
-    flag("--lr", "training.lr", lr);
-    flag("--seed", "training.seed", seed);
-    flag("--out", "output.dir", out);
-    flag("--weights-dir", "output.weights_dir", weights_dir);
-    flag("--log-every", "output.log_every", log_every);
+    if (training) {  // recon's and features' own --out is where they write, not output.dir
+      flag("--epochs", "training.epochs", epochs);
+      flag("--lr", "training.lr", lr);
+      flag("--seed", "training.seed", seed);
+      flag("--out", "output.dir", out);
+      flag("--weights-dir", "output.weights_dir", weights_dir);
+      flag("--log-every", "output.log_every", log_every);
+    }
     for (const auto& s : sets) o.overrides.push_back({s, ""});
   }
 };
@@ -112,6 +116,7 @@ int run_main(int argc, char** argv) {
       ->check(CLI::IsMember({"csv", "npy", "both"}))
       ->capture_default_str();
   feats->add_option("--out", fo.out_dir, "output directory (default: output.dir)");
+  feats->add_flag("--overwrite", fo.overwrite, "replace feature files that already exist");
 
   BenchOptions bo;
   Common bc;
@@ -140,6 +145,7 @@ int run_main(int argc, char** argv) {
 
   if (run->parsed()) {
     rc.apply(run, ro);
+    ro.argv.assign(argv, argv + argc);
     cmd_run(ro, std::cout);
   } else if (eval->parsed()) {
     ec.apply(eval, eo);

@@ -1,6 +1,7 @@
 // Crash-safe writes: the old file survives anything short of commit().
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -82,6 +83,37 @@ TEST(AtomicFile, MissingDirectoryIsAClearError) {
   } catch (const RuntimeError& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/dir"), std::string::npos) << e.what();
   }
+}
+
+// A write killed before commit() leaves its temporary file; leftover_temp_files
+// finds exactly those of one target, by the name AtomicFile gives them.
+TEST(AtomicFile, LeftoverTempFilesOfOneTargetOnly) {
+  testing::TempDir dir;
+  const std::string target = dir.file("w.safetensors");
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {  // a writer killed mid-write: no destructor runs
+    AtomicFile f(target);
+    f.write("partial");
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::vector<std::string> left = leftover_temp_files(target);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(std::filesystem::path(left[0]).filename().string().rfind(".w.safetensors.tmp-", 0), 0u);
+
+  for (const char* name : {".w.safetensors.tmp-Ab12Cd", "w.safetensors", ".w.safetensors.tmp-Ab12C",
+                           ".w.safetensors.tmp-Ab12Cd7", ".w.safetensors.tmp-Ab_2Cd",
+                           ".x.safetensors.tmp-Ab12Cd", "w.safetensors.tmp-Ab12Cd"})
+    std::ofstream(dir.file(name)) << "x";
+  std::filesystem::create_directory(dir.file(".w.safetensors.tmp-DIRxyz"));
+  std::filesystem::create_symlink(target, dir.file(".w.safetensors.tmp-LNKxyz"));
+  std::vector<std::string> want = {left[0], dir.file(".w.safetensors.tmp-Ab12Cd")};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(leftover_temp_files(target), want);
+  EXPECT_TRUE(leftover_temp_files(dir.file("none/w.safetensors")).empty());
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli_runner.h"
+#include "fifo_testing.h"
 
 namespace hpmc {
 namespace {
@@ -60,6 +61,22 @@ TEST(Cli, MissingConfigFile) {
   EXPECT_EQ(r.code, 3);
   EXPECT_EQ(r.err, "hpmc: error: configs/nope.yaml: no such config file; the configs shipped with "
                    "hpmc are in configs/\n");
+}
+
+// A FIFO as the config used to block forever, /dev/zero to be read forever,
+// and a directory was called empty.
+TEST(Cli, ConfigThatIsNotARegularFileIsNamed) {
+  testing::TempDir t;
+  testing::make_fifo(t.file("fifo.yaml"));
+  const std::pair<std::string, std::string> cases[] = {{t.file("fifo.yaml"), "a FIFO"},
+                                                       {"/dev/zero", "a character device"},
+                                                       {t.path().string(), "a directory"}};
+  for (const auto& [path, what] : cases) {
+    Result r = testing::run_hpmc_within(60, "run " + path + " --out " + t.file("o"));
+    EXPECT_EQ(r.code, 3) << path << ": " << r.err;
+    EXPECT_EQ(r.err, "hpmc: error: " + path + ": is " + what + ", not a regular file; give a "
+                     "YAML config file, e.g. configs/fashion_ae.yaml\n");
+  }
 }
 
 TEST(Cli, GpuImplSuggestsCpu) {

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/file_io.h"
+#include "fifo_testing.h"
 #include "testing.h"
 
 namespace hpmc {
@@ -229,6 +230,31 @@ TEST(FileIo, RawGzipMultiMemberAndMisnamed) {
   EXPECT_TRUE(read_file(dir.file("empty")).empty());
   expect_data_error([&] { read_file(dir.file("nope.gz")); }, {dir.file("nope.gz"), "not found"});
   expect_data_error([&] { read_file(dir.path().string()); }, {"is a directory"});
+}
+
+// A FIFO used to block the reader forever; a device or a directory is named
+// for what it is.
+TEST(FileIo, RefusesWhatIsNotARegularFile) {
+  testing::TempDir dir;
+  const std::string fifo = dir.file("pipe.gz");
+  testing::make_fifo(fifo);
+  testing::returns_without_blocking(fifo, [&] {
+    return expect_data_error([&] { read_file(fifo); }, {fifo + ": is a FIFO, not a regular file"});
+  });
+  EXPECT_TRUE(testing::returns_without_blocking(fifo, [&] { return !is_gzip(fifo); }));
+  EXPECT_TRUE(testing::returns_without_blocking(
+      fifo, [&] { return !gzip_size_hint(fifo).has_value(); }));
+  testing::returns_without_blocking(fifo, [&] {
+    return expect_data_error([&] { content_size(fifo); }, {"is a FIFO, not a regular file"});
+  });
+  expect_data_error([&] { read_file("/dev/null"); },
+                    {"/dev/null: is a character device, not a regular file"});
+  expect_data_error([&] { read_file(dir.path().string()); },
+                    {dir.path().string() + ": is a directory, not a regular file"});
+  fs::create_symlink(dir.file("b"), dir.file("a"));
+  fs::create_symlink(dir.file("a"), dir.file("b"));
+  expect_data_error([&] { InputFile f(dir.file("a")); },
+                    {dir.file("a") + ": is a symbolic link loop, not a regular file"});
 }
 
 TEST(Mnist, RawAndGzipGiveIdenticalTensors) {
@@ -475,6 +501,43 @@ TEST(MnistErrors, MissingFilesAreListed) {
                     {"use --data " + (parent.path() / "fashion").string()});
 }
 
+// A dataset file that is a directory, a FIFO, a device or a symbolic link
+// loop used to be reported as missing.
+TEST(MnistErrors, DataFileThatIsNotARegularFileIsNamed) {
+  testing::TempDir dir;
+  write_mnist_split(dir, "train", 2, 1, true);
+  write_mnist_split(dir, "t10k", 2, 2, false);
+  const std::string images = dir.file("t10k-images-idx3-ubyte");
+  auto expect_named = [&](const std::string& why) {
+    return expect_data_error([&] { load_dataset(DataFormat::kMnist, dir.path().string()); },
+                             {"MNIST data file " + images + " " + why,
+                              "replace it with the file t10k-images-idx3-ubyte (raw or .gz)"});
+  };
+  fs::remove(images);
+  fs::create_directory(images);
+  expect_named("is a directory, not a regular file");
+  fs::remove(images);
+  fs::create_symlink("/dev/null", images);
+  expect_named("is a character device, not a regular file");
+  fs::remove(images);
+  fs::create_symlink(images, images);
+  expect_named("is a symbolic link loop, not a regular file");
+  fs::remove(images);
+  testing::make_fifo(images);
+  testing::returns_without_blocking(images, [&] { return expect_named("is a FIFO"); });
+  // The loader given the path itself says the same.
+  testing::returns_without_blocking(images, [&] {
+    return expect_data_error([&] { load_mnist(images, dir.file("t10k-labels-idx1-ubyte")); },
+                             {images + ": is a FIFO, not a regular file"});
+  });
+  // A .gz that is a FIFO beside no raw file is named too.
+  fs::rename(images, images + ".gz");
+  testing::returns_without_blocking(images + ".gz", [&] {
+    return expect_data_error([&] { load_dataset(DataFormat::kMnist, dir.path().string()); },
+                             {images + ".gz is a FIFO, not a regular file"});
+  });
+}
+
 TEST(MnistErrors, MissingDirectory) {
   testing::TempDir dir;
   std::string absent = dir.file("no-such-dir");
@@ -515,6 +578,26 @@ TEST(CifarErrors, WrongSizeEmptyOrMissingFile) {
         load_cifar10({dir.file("good.bin"), dir.file("absent.bin")});
       },
       {dir.file("absent.bin"), "not found", "https://www.cs.toronto.edu/~kriz/cifar.html"});
+}
+
+TEST(CifarErrors, DataFileThatIsNotARegularFileIsNamed) {
+  testing::TempDir dir;
+  write_cifar_dir(dir.path() / "cifar-10-batches-bin");
+  const std::string batch = (dir.path() / "cifar-10-batches-bin" / "data_batch_3.bin").string();
+  fs::remove(batch);
+  testing::make_fifo(batch);
+  testing::returns_without_blocking(batch, [&] {
+    return expect_data_error([&] { load_dataset(DataFormat::kCifar10, dir.path().string()); },
+                             {"CIFAR-10 data file " + batch + " is a FIFO, not a regular file"});
+  });
+  testing::returns_without_blocking(batch, [&] {
+    return expect_data_error([&] { load_cifar10({batch}); },
+                             {batch + ": is a FIFO, not a regular file"});
+  });
+  fs::remove(batch);
+  fs::create_directory(batch);
+  expect_data_error([&] { load_dataset(DataFormat::kCifar10, dir.path().string()); },
+                    {batch + " is a directory, not a regular file"});
 }
 
 TEST(CifarErrors, BadLabel) {

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "fifo_testing.h"
 #include "io/npy.h"
 #include "testing.h"
 
@@ -185,6 +186,28 @@ TEST(Npy, ReaderRejectsMalformedFiles) {
   b.replace(b.find("<f4"), 3, "<f8");
   rejects(b, "size mismatch for f8");
   EXPECT_NO_THROW(read_npy(t.file("good.npy")));
+}
+
+// A FIFO used to block the reader; a directory is named for what it is.
+TEST(Npy, ReaderRefusesWhatIsNotARegularFile) {
+  testing::TempDir t;
+  testing::make_fifo(t.file("pipe.npy"));
+  std::string e = testing::returns_without_blocking(t.file("pipe.npy"), [&] {
+    try {
+      read_npy(t.file("pipe.npy"));
+    } catch (const DataError& err) {
+      return std::string(err.what());
+    }
+    return std::string("(no error)");
+  });
+  EXPECT_EQ(e, "cannot open " + t.file("pipe.npy") + ": it is a FIFO, not a regular file");
+  try {
+    read_npy(t.path().string());
+    ADD_FAILURE() << "no error";
+  } catch (const DataError& err) {
+    EXPECT_NE(std::string(err.what()).find("is a directory, not a regular file"),
+              std::string::npos) << err.what();
+  }
 }
 
 bool have_numpy() { return !testing::python_with_numpy().empty(); }

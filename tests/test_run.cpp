@@ -8,10 +8,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include "cli_runner.h"
+#include "fifo_testing.h"
 #include "io/grid.h"
 #include "io/npy.h"
 
@@ -145,6 +148,57 @@ TEST(Run, SigtermThenResumeEqualsAnUninterruptedRun) {
       << "final weights differ after resume";
 }
 
+// The resume command printed after SIGTERM used to be "hpmc run CONFIG
+// --resume", dropping --out, --weights-dir, --epochs, --set, ...: now it is
+// the command typed, quoted for the shell, with --resume in place of
+// --overwrite and --init, and running it finishes the run.
+TEST(Run, InterruptedRunPrintsTheCommandThatContinuesIt) {
+  testing::TempDir t;
+  const std::string quick = "configs/fashion_mlp.yaml --set data.synthetic=true --set "
+                            "data.test_limit=64 --progress quiet ";
+  ASSERT_EQ(run_hpmc("run " + quick + "--set data.train_limit=64" + dirs(t, "w0")).code, 0);
+  const std::string out = t.file("out dir"), weights = t.file("w dir");
+  // Far from the end when the signal comes, however fast the steps are.
+  const std::string args = quick + "--set data.train_limit=256 --batch 32 --epochs 30 "
+                           "--set 'name=my run' --overwrite --init " +
+                           t.file("w0_w/fashion_mlp.safetensors") + " --out '" + out +
+                           "' --weights-dir '" + weights + "'";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string cmd = "'" + testing::hpmc_binary() + "' run " + args + " >" + t.file("cut.log") +
+                      " 2>&1";
+    if (chdir(testing::source_dir().c_str()) != 0) _exit(99);
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), (char*)nullptr);
+    _exit(98);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(weights + "/my run.safetensors")) break;  // after the first epoch
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string log = slurp(t.file("cut.log"));
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << log;
+  const std::string marker = "continue with: ";
+  ASSERT_NE(log.find(marker), std::string::npos) << log;
+  std::string cmd = log.substr(log.find(marker) + marker.size());
+  cmd = cmd.substr(0, cmd.find('\n'));
+  EXPECT_EQ(cmd, testing::hpmc_binary() + " run configs/fashion_mlp.yaml --set data.synthetic=true "
+                 "--set data.test_limit=64 --progress quiet --set data.train_limit=256 --batch "
+                 "32 --epochs 30 --set 'name=my run' --out '" + out +
+                 "' --weights-dir '" + weights + "' --resume");
+
+  std::string again = "cd '" + testing::source_dir() + "' && " + cmd + " >" +
+                      t.file("resume.log") + " 2>&1";
+  EXPECT_EQ(std::system(again.c_str()), 0) << slurp(t.file("resume.log"));
+  EXPECT_NE(slurp(t.file("resume.log")).find("resuming from " + weights + "/my run.safetensors"),
+            std::string::npos) << slurp(t.file("resume.log"));
+  EXPECT_NE(slurp(out + "/metrics.csv").find("\n30,240,"), std::string::npos);
+}
+
 TEST(Run, ResumeRefusesAChangedSetup) {
   NEED_FASHION();
   testing::TempDir t;
@@ -247,6 +301,156 @@ TEST(Run, BadCheckpointsAreClearErrors) {
   EXPECT_EQ(a.code, 4);
   EXPECT_NE(a.err.find("no tensor 'conv1.weight'"), std::string::npos) << a.err;
   EXPECT_EQ(std::count(a.err.begin(), a.err.end(), '\n'), 1) << a.err;
+}
+
+// What takes the place of a checkpoint (or of metrics.csv on --resume) is
+// named: a FIFO used to block hpmc forever, a directory was called "the
+// checkpoint of an earlier run". Synthetic data, so no dataset is needed.
+TEST(Run, BadCheckpointsThatAreNotFilesAreNamed) {
+  testing::TempDir t;
+  const std::string quick = "configs/fashion_mlp.yaml --set data.synthetic=true --set "
+                            "data.train_limit=64 --set data.test_limit=64 --progress quiet ";
+  const std::string fifo = t.file("w.safetensors");
+  testing::make_fifo(fifo);
+  auto e = testing::run_hpmc_within(60, "eval configs/fashion_mlp.yaml --weights " + fifo);
+  EXPECT_EQ(e.code, 4) << e.err;
+  EXPECT_EQ(e.err, "hpmc: error: " + fifo + ": is a FIFO, not a regular file\n");
+  auto i = testing::run_hpmc_within(60, "run " + quick + "--init " + fifo + dirs(t, "i"));
+  EXPECT_EQ(i.code, 4) << i.err;
+  EXPECT_NE(i.err.find(fifo + ": is a FIFO, not a regular file"), std::string::npos) << i.err;
+
+  // The run's own checkpoint path, taken by a directory or a FIFO.
+  const std::string in_dir = t.file("d_w/fashion_mlp.safetensors");
+  fs::create_directories(in_dir);
+  for (const char* flag : {"", "--resume", "--overwrite"}) {
+    auto r = testing::run_hpmc_within(60, "run " + quick + flag + dirs(t, "d"));
+    EXPECT_EQ(r.code, 2) << flag << ": " << r.err;
+    EXPECT_EQ(r.err, "hpmc: error: " + in_dir + " is a directory, not a regular file, but this "
+                     "run's checkpoint goes there; move it away, or write the checkpoint "
+                     "elsewhere with --weights-dir\n") << flag;
+  }
+  fs::create_directories(t.file("p_w"));
+  testing::make_fifo(t.file("p_w/fashion_mlp.safetensors"));
+  auto p = testing::run_hpmc_within(60, "run " + quick + "--resume" + dirs(t, "p"));
+  EXPECT_EQ(p.code, 2) << p.err;
+  EXPECT_NE(p.err.find("fashion_mlp.safetensors is a FIFO, not a regular file"), std::string::npos)
+      << p.err;
+
+  // metrics.csv, read back on --resume.
+  ASSERT_EQ(testing::run_hpmc_within(120, "run " + quick + "--epochs 1" + dirs(t, "m")).code, 0);
+  fs::remove(t.file("m/metrics.csv"));
+  testing::make_fifo(t.file("m/metrics.csv"));
+  auto m = testing::run_hpmc_within(60, "run " + quick + "--epochs 2 --resume" + dirs(t, "m"));
+  EXPECT_EQ(m.code, 4) << m.err;
+  EXPECT_NE(m.err.find(t.file("m/metrics.csv") + ": is a FIFO, not a regular file"),
+            std::string::npos) << m.err;
+}
+
+// Overwrites float `index` of tensor `name` in a safetensors file with `v`.
+void poke_float(const std::string& path, const std::string& name, size_t index, float v) {
+  std::string f = slurp(path);
+  uint64_t header = 0;
+  std::memcpy(&header, f.data(), 8);
+  size_t at = f.find("\"" + name + "\":");
+  ASSERT_NE(at, std::string::npos) << name;
+  at = f.find("\"data_offsets\":[", at);
+  ASSERT_NE(at, std::string::npos) << name;
+  size_t begin = std::stoull(f.substr(at + 16));
+  std::memcpy(&f[8 + header + begin + index * 4], &v, 4);
+  std::ofstream(path, std::ios::binary) << f;
+}
+
+// eval printed "test loss nan" and exited 0 for weights of a run that
+// diverged; recon and --init took them too. All refuse them, naming the tensor.
+TEST(Run, BadCheckpointsWithNonFiniteWeightsAreRefused) {
+  testing::TempDir t;
+  const std::string quick = "configs/fashion_ae.yaml --set data.synthetic=true --set "
+                            "data.train_limit=64 --set data.test_limit=16 ";
+  ASSERT_EQ(run_hpmc("run " + quick + "--epochs 1 --progress quiet" + dirs(t, "a")).code, 0);
+  const std::string good = t.file("a_w/fashion_ae.safetensors");
+  const std::string nan = t.file("nan.safetensors"), inf = t.file("inf.safetensors");
+  fs::copy_file(good, nan);
+  fs::copy_file(good, inf);
+  poke_float(nan, "conv1.weight", 0, NAN);
+  poke_float(inf, "conv5.bias", 0, -INFINITY);
+  for (const std::string cmd : {"eval " + quick, "recon " + quick + "--out " + t.file("rc") + " ",
+                                "features " + quick + "--out " + t.file("f") + " "}) {
+    auto r = run_hpmc(cmd + "--weights " + nan);
+    EXPECT_EQ(r.code, 5) << cmd << r.err << r.out;
+    EXPECT_EQ(r.err, "hpmc: error: " + nan + ": tensor 'conv1.weight' holds nan at index 0: the "
+                     "weights are broken (did the training diverge?); use a checkpoint from "
+                     "before that, or train again with a lower --lr\n") << cmd;
+    EXPECT_EQ(r.out.find("test loss"), std::string::npos) << r.out;
+    r = run_hpmc(cmd + "--weights " + inf);
+    EXPECT_EQ(r.code, 5) << cmd << r.err;
+    EXPECT_NE(r.err.find(inf + ": tensor 'conv5.bias' holds -inf at index 0"), std::string::npos)
+        << r.err;
+  }
+  EXPECT_FALSE(fs::exists(t.file("rc/recon.png")));
+  EXPECT_FALSE(fs::exists(t.file("f/features_test.npy")));
+  auto i = run_hpmc("run " + quick + "--init " + nan + dirs(t, "b"));
+  EXPECT_EQ(i.code, 5) << i.err;
+  EXPECT_NE(i.err.find("tensor 'conv1.weight' holds nan"), std::string::npos) << i.err;
+  // The good checkpoint still evaluates.
+  auto e = run_hpmc("eval " + quick + "--weights " + good);
+  EXPECT_EQ(e.code, 0) << e.err;
+  EXPECT_NE(e.out.find("test loss"), std::string::npos) << e.out;
+}
+
+// A kill during a checkpoint write leaves ".<name>.safetensors.tmp-XXXXXX";
+// the next run of that checkpoint removes it, and nothing else, and says so.
+TEST(Run, StaleCheckpointTempFilesAreRemoved) {
+  testing::TempDir t;
+  const std::string w = t.file("a_w");
+  fs::create_directories(w);
+  const std::string stale = w + "/.fashion_mlp.safetensors.tmp-Ab12Cd";
+  for (const std::string& f : {stale, w + "/.other.safetensors.tmp-Ab12Cd",
+                               w + "/.fashion_mlp.safetensors.tmp-notes", w + "/notes.txt"})
+    std::ofstream(f) << "x";
+  auto r = run_hpmc("run configs/fashion_mlp.yaml --set data.synthetic=true --set "
+                    "data.train_limit=64 --set data.test_limit=64 --progress quiet" +
+                    dirs(t, "a"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("removed 1 temporary checkpoint file left by an interrupted write: " +
+                       stale + "\n"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(stale));
+  size_t left = 0;
+  for (const auto& e : fs::directory_iterator(w)) (void)e, ++left;
+  EXPECT_EQ(left, 4u);  // the checkpoint and the three files that are not its temporaries
+}
+
+// hpmc features replaced earlier feature files without being asked to.
+TEST(Run, FeaturesRefuseToReplaceFilesWithoutOverwrite) {
+  testing::TempDir t;
+  const std::string quick = "configs/fashion_ae.yaml --set data.synthetic=true --set "
+                            "data.train_limit=64 --set data.test_limit=16 ";
+  ASSERT_EQ(run_hpmc("run " + quick + "--epochs 1 --progress quiet" + dirs(t, "a")).code, 0);
+  const std::string features = "features " + quick + "--weights " +
+                               t.file("a_w/fashion_ae.safetensors") + " --out " + t.file("f") +
+                               " ";
+  ASSERT_EQ(run_hpmc(features + "--split test --format npy").code, 0);
+  const std::string npy = t.file("f/features_test.npy"), labels = t.file("f/labels_test.npy");
+  std::ofstream(npy, std::ios::app) << "mark";  // to see whether it is rewritten
+  const std::string before = slurp(npy);
+
+  auto r = run_hpmc(features + "--split test --format npy");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err, "hpmc: error: " + npy + ", " + labels + " already exist; replace them with "
+                   "--overwrite, or write elsewhere with --out\n");
+  EXPECT_EQ(slurp(npy), before);
+  // Any file of the export counts: the CSV is new, but the .npy files are not.
+  r = run_hpmc(features + "--split all --format both");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(npy + ", " + labels + " already exist"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(t.file("f/features_train.npy")));
+  // Nothing of this export is there yet.
+  EXPECT_EQ(run_hpmc(features + "--split test --format csv").code, 0);
+  r = run_hpmc(features + "--split test --format csv");
+  EXPECT_EQ(r.err, "hpmc: error: " + t.file("f/features_test.csv") + " already exists; replace "
+                   "it with --overwrite, or write elsewhere with --out\n");
+  r = run_hpmc(features + "--split test --format npy --overwrite");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(slurp(npy), before);
 }
 
 }  // namespace

@@ -27,6 +27,9 @@ struct RunOptions : CommonOptions {
   std::string init;               // start from this checkpoint's weights
   bool profile = false;           // per-region timing table at the end
   bool sync_debug = false;        // synchronize and check after every GPU kernel
+  // The command line as typed (argv), so that an interrupted run can print the
+  // exact command that continues it; empty: "hpmc run CONFIG --resume".
+  std::vector<std::string> argv;
 };
 
 struct EvalOptions : CommonOptions {
@@ -44,6 +47,7 @@ struct FeaturesOptions : CommonOptions {
   std::string split = "all";   // train | test | all
   std::string format = "both"; // csv | npy | both
   std::string out_dir;         // default: the config's output.dir
+  bool overwrite = false;      // replace feature files that already exist
 };
 
 // `hpmc bench`: time whole training steps (see src/cli/bench.cpp).

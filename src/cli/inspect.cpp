@@ -20,13 +20,21 @@ namespace hpmc {
 
 namespace {
 
-Session open_with_weights(const CommonOptions& o, const std::string& weights, std::ostream& out,
-                          int batch = 0, const std::string& batch_origin = "") {
-  if (weights.empty()) throw UsageError("--weights FILE is required (a checkpoint written by hpmc run)");
-  Session s = open_session(o, out, batch, batch_origin);
+// The weights and then the data into an open session. Weights that are not
+// finite would give a NaN loss, image or feature: they are refused here.
+void load_weights_and_data(Session& s, const std::string& weights, std::ostream& out) {
   load_checkpoint(weights, *s.model);
+  check_finite_weights(*s.model, weights);
   out << "weights: " << weights << "\n";
   load_session_data(s, out);
+}
+
+Session open_with_weights(const CommonOptions& o, const std::string& weights, std::ostream& out,
+                          int batch = 0, const std::string& batch_origin = "") {
+  if (weights.empty())
+    throw UsageError("--weights FILE is required (a checkpoint written by hpmc run)");
+  Session s = open_session(o, out, batch, batch_origin);
+  load_weights_and_data(s, weights, out);
   return s;
 }
 
@@ -120,6 +128,31 @@ void export_split(Model& model, const Dataset& d, const std::string& split, cons
   out << "\n";
 }
 
+// Features of an earlier export are not replaced without --overwrite: names
+// every file of this export that is already there.
+void refuse_to_replace_features(const FeaturesOptions& o, const std::string& dir) {
+  std::vector<std::string> there;
+  for (const char* split : {"train", "test"}) {
+    if (o.split != "all" && o.split != split) continue;
+    std::vector<std::string> files;
+    if (o.format != "npy") files.push_back(str("features_", split, ".csv"));
+    if (o.format != "csv") files.push_back(str("features_", split, ".npy"));
+    if (o.format != "csv") files.push_back(str("labels_", split, ".npy"));
+    for (const auto& f : files) {
+      std::error_code ec;
+      if (std::filesystem::symlink_status(join_path(dir, f), ec).type() !=
+          std::filesystem::file_type::not_found)
+        there.push_back(join_path(dir, f));
+    }
+  }
+  if (there.empty()) return;
+  std::string list;
+  for (const auto& f : there) list += (list.empty() ? "" : ", ") + f;
+  throw UsageError(str(list, there.size() == 1 ? " already exists" : " already exist", "; replace ",
+                       there.size() == 1 ? "it" : "them",
+                       " with --overwrite, or write elsewhere with --out"));
+}
+
 }  // namespace
 
 void cmd_eval(const EvalOptions& o, std::ostream& out) {
@@ -143,11 +176,16 @@ void cmd_recon(const ReconOptions& o, std::ostream& out) {
 }
 
 void cmd_features(const FeaturesOptions& o, std::ostream& out) {
-  Session s = open_with_weights(o, o.weights, out);
+  if (o.weights.empty())
+    throw UsageError("--weights FILE is required (a checkpoint written by hpmc run)");
+  Session s = open_session(o, out);
   if (s.model->features_layer() < 0)
     throw ConfigError(str(o.config, ": model.features is not set, so hpmc does not know where the "
                           "encoder ends; name a layer there (e.g. features: pool2)"));
   std::string dir = o.out_dir.empty() ? s.cfg.output.dir : o.out_dir;
+  // Before any weights or data are read.
+  if (!o.overwrite) refuse_to_replace_features(o, dir);
+  load_weights_and_data(s, o.weights, out);
   make_dirs(dir);
   int batch = s.cfg.training.batch_size;
   if (o.split == "train" || o.split == "all")

@@ -1,12 +1,14 @@
 #include "cli/outputs.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <sstream>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "io/grid.h"
 #include "io/image.h"
 #include "io/plot.h"
@@ -29,8 +31,15 @@ double parse_field(const std::string& s) { return s.empty() ? NAN : std::strtod(
 
 void MetricsLog::load(int64_t max_step) {
   rows_.clear();
-  std::ifstream in(path_);
-  if (!in) return;
+  RegularFile f(path_);
+  if (f.missing()) return;
+  if (!f.ok())
+    throw DataError(
+        str(path_, ": ", f.why(), "; move it away, or replace the run with --overwrite"));
+  std::string text;
+  if (!f.read_up_to(text, std::string::npos))
+    throw RuntimeError(str("cannot read ", path_, ": ", std::strerror(errno)));
+  std::istringstream in(text);
   std::string line;
   std::getline(in, line);
   if (line != kHeader)

@@ -18,6 +18,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/profiler.h"
+#include "core/regular_file.h"
 #include "model/checkpoint.h"
 #include "model/trainer.h"
 
@@ -71,6 +72,45 @@ void clear_run_dir(const std::string& dir) {
   }
 }
 
+// A word as a POSIX shell reads it back: bare when that is safe, else quoted.
+std::string shell_quote(const std::string& w) {
+  const char* safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%";
+  if (!w.empty() && w.find_first_not_of(safe) == std::string::npos) return w;
+  std::string q = "'";
+  for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// The command that continues this run: the one typed, every flag kept
+// (--out, --weights-dir, --epochs, --set, --impl, ...), with --resume in
+// place of --overwrite and --init, which would start the run again.
+std::string resume_command(const RunOptions& o) {
+  if (o.argv.empty()) return str("hpmc run ", shell_quote(o.config), " --resume");
+  std::vector<std::string> words;
+  size_t options_end = std::string::npos;  // where "--" ends the options, if it does
+  bool resume = false;
+  for (size_t i = 0; i < o.argv.size(); ++i) {
+    const std::string& a = o.argv[i];
+    if (options_end == std::string::npos) {
+      if (a == "--") options_end = words.size();
+      if (a == "--overwrite" || a.rfind("--overwrite=", 0) == 0 || a.rfind("--init=", 0) == 0)
+        continue;
+      if (a == "--init") {
+        ++i;  // and its value
+        continue;
+      }
+      resume = resume || a == "--resume";
+    }
+    words.push_back(a);
+  }
+  if (!resume)
+    words.insert(options_end == std::string::npos ? words.end() : words.begin() + long(options_end),
+                 "--resume");
+  std::string cmd;
+  for (const auto& w : words) cmd += (cmd.empty() ? "" : " ") + shell_quote(w);
+  return cmd;
+}
+
 void write_resolved_config(const Session& s, const std::string& path) {
   YAML::Node doc = YAML::Clone(s.cfg.resolved);
   YAML::Node layers(YAML::NodeType::Sequence);
@@ -98,6 +138,10 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
   const std::string ckpt = checkpoint_path(cfg);
 
   // Decide what happens to earlier outputs before anything is read or written.
+  FileCheck at_ckpt = check_regular_file(ckpt);
+  if (at_ckpt.problem == FileProblem::kNotRegular)
+    throw UsageError(str(ckpt, " ", at_ckpt.why, ", but this run's checkpoint goes there; move it "
+                         "away, or write the checkpoint elsewhere with --weights-dir"));
   if (o.resume) {
     if (!std::filesystem::exists(ckpt))
       throw UsageError(str("--resume: there is no checkpoint at ", ckpt,
@@ -118,10 +162,12 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
   TrainState state;
   if (o.resume) {
     load_checkpoint(ckpt, model, &cfg, &state, n_train);
+    check_finite_weights(model, ckpt);
     out << "resuming from " << ckpt << " at epoch " << state.epoch + 1 << ", step " << state.step
         << " (global step " << state.global_step << ")\n";
   } else if (!o.init.empty()) {
     load_checkpoint(o.init, model);
+    check_finite_weights(model, o.init);
     out << "weights from " << o.init << " (optimizer state fresh)\n";
   } else {
     model.params().init(cfg.training.seed);
@@ -129,6 +175,14 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
 
   make_dirs(dir);
   make_dirs(cfg.output.weights_dir);
+  // A kill during a checkpoint write leaves its temporary file behind.
+  std::vector<std::string> stale = leftover_temp_files(ckpt);
+  std::error_code ec;
+  for (const auto& f : stale) std::filesystem::remove(f, ec);
+  if (!stale.empty())
+    out << "removed " << stale.size() << " temporary checkpoint file"
+        << (stale.size() == 1 ? "" : "s") << " left by an interrupted write: " << stale.front()
+        << (stale.size() > 1 ? ", ..." : "") << "\n";
   if (o.overwrite) clear_run_dir(dir);
   write_resolved_config(s, join_path(dir, "config.yaml"));
   MetricsLog metrics(join_path(dir, "metrics.csv"));
@@ -195,7 +249,7 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
     throw Error(ExitCode::kInterrupted,
                 str("interrupted by signal ", int(signals.caught()), " at epoch ", state.epoch + 1,
                     ", step ", state.step, "; checkpoint written to ", ckpt,
-                    "; continue with: hpmc run ", o.config, " --resume"));
+                    "; continue with: ", resume_command(o)));
   }
   if (autoencoder && s.data.test.size() > 0)
     write_recon_grid(model, s.data.test, cfg.output.recon_count, join_path(dir, "recon.png"));

@@ -1,5 +1,6 @@
 #include "cli/session.h"
 
+#include <cmath>
 #include <filesystem>
 #include <ostream>
 
@@ -53,6 +54,21 @@ void load_session_data(Session& s, std::ostream& out) {
       << (s.cfg.data.synthetic ? std::string("synthetic random images") : s.cfg.data.path) << ": "
       << s.data.train.size() << " train, " << s.data.test.size() << " test samples\n"
       << std::flush;
+}
+
+void check_finite_weights(const Model& model, const std::string& path) {
+  const ParamStore& ps = model.params();
+  // A named copy: the parameters may live on the GPU.
+  Tensor host = ps.params().device() == Device::kCPU ? ps.params()
+                                                     : ps.params().to_device(Device::kCPU);
+  const float* p = host.data<float>();
+  for (const ParamEntry& e : ps.entries())
+    for (size_t i = 0; i < e.count; ++i)
+      if (!std::isfinite(p[e.offset + i]))
+        throw DivergedError(str(path, ": tensor '", e.name, "' holds ", p[e.offset + i],
+                                " at index ", i, ": the weights are broken (did the training "
+                                "diverge?); use a checkpoint from before that, or train again "
+                                "with a lower --lr"));
 }
 
 std::string join_path(const std::string& dir, const std::string& file) {

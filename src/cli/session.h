@@ -30,6 +30,10 @@ Session open_session(const CommonOptions& o, std::ostream& out, int batch = 0,
 // Load the dataset the config names, with its limits applied.
 void load_session_data(Session& s, std::ostream& out);
 
+// Refuses weights loaded from `path` that hold a NaN or an infinity (a run
+// that diverged), naming the first such tensor: DivergedError.
+void check_finite_weights(const Model& model, const std::string& path);
+
 // "runs/x/recon.png" style joins.
 std::string join_path(const std::string& dir, const std::string& file);
 // mkdir -p, with a clear error.

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -20,12 +22,17 @@ std::string parent_dir(const std::string& path) {
   std::string d = p.parent_path().string();
   return d.empty() ? "." : d;
 }
+
+// A temporary file's name is this, then mkstemp's six characters.
+std::string temp_prefix(const std::string& path) {
+  return "." + std::filesystem::path(path).filename().string() + ".tmp-";
+}
+constexpr size_t kTempSuffixChars = 6;
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   std::string dir = parent_dir(path_);
-  std::string name = std::filesystem::path(path_).filename().string();
-  std::string tmpl = dir + "/." + name + ".tmp-XXXXXX";
+  std::string tmpl = dir + "/" + temp_prefix(path_) + std::string(kTempSuffixChars, 'X');
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   int fd = mkstemp(buf.data());
@@ -74,6 +81,27 @@ void AtomicFile::commit() {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+std::vector<std::string> leftover_temp_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string prefix = temp_prefix(path);
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(parent_dir(path), ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() != prefix.size() + kTempSuffixChars || name.compare(0, prefix.size(), prefix))
+      continue;
+    // mkstemp draws the six characters from letters and digits.
+    if (!std::all_of(name.begin() + long(prefix.size()), name.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)); }))
+      continue;
+    std::error_code sec;
+    if (it->symlink_status(sec).type() == fs::file_type::regular)
+      found.push_back(it->path().string());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 void write_file_atomic(const std::string& path, const void* data, size_t bytes) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace hpmc {
 
@@ -31,6 +32,11 @@ class AtomicFile {
   std::FILE* f_ = nullptr;
   bool committed_ = false;
 };
+
+// The temporary files that writes of `path` left behind when they were killed
+// (a crash, SIGKILL, a power cut): regular files in path's directory named
+// exactly as AtomicFile names them, ".<file name>.tmp-" and six characters.
+std::vector<std::string> leftover_temp_files(const std::string& path);
 
 // The whole of `data` to `path`, atomically.
 void write_file_atomic(const std::string& path, const void* data, size_t bytes);

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
-#include <filesystem>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "data/dataset.h"
 #include "data/download_hints.h"
 #include "data/file_io.h"
@@ -44,7 +44,7 @@ Dataset load_cifar10(const std::vector<std::string>& batch_paths) {
   std::vector<uint64_t> records;
   uint64_t total = 0;
   for (const std::string& p : batch_paths) {
-    if (!std::filesystem::exists(p))
+    if (check_regular_file(p).problem == FileProblem::kMissing)
       throw DataError(str("CIFAR-10 batch file ", p, " not found; ", kCifarGetIt));
     uint64_t size = content_size(p);
     if (size == 0 || size % kRecord != 0) {

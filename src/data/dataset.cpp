@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "data/download_hints.h"
 
 namespace hpmc {
@@ -140,6 +141,20 @@ std::string find_file(const fs::path& dir, const std::string& name) {
   return "";
 }
 
+// A dataset file that is there but is not a regular file (a directory, a FIFO,
+// a device, a symbolic link loop or one to nothing) is named for what it is,
+// rather than reported missing.
+void refuse_what_is_not_a_file(const fs::path& dir, const std::string& name,
+                               const char* dataset) {
+  for (const std::string& n : {name, name + ".gz"}) {
+    std::string p = (dir / n).string();
+    FileCheck c = check_regular_file(p);
+    if (c.problem == FileProblem::kNone || c.problem == FileProblem::kMissing) continue;
+    throw DataError(str(dataset, " data file ", p, " ", c.why, "; replace it with the file ", name,
+                        " (raw or .gz)"));
+  }
+}
+
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
@@ -166,7 +181,10 @@ DataSplits load_mnist_dir(const std::string& dir) {
   std::vector<std::string> missing;
   for (int i = 0; i < 4; ++i) {
     paths[i] = find_file(dir, kMnistFiles[i]);
-    if (paths[i].empty()) missing.push_back(str(kMnistFiles[i], "[.gz]"));
+    if (paths[i].empty()) {
+      refuse_what_is_not_a_file(dir, kMnistFiles[i], "MNIST");
+      missing.push_back(str(kMnistFiles[i], "[.gz]"));
+    }
   }
   if (!missing.empty()) {
     // A common slip: --data names the parent of the real directory.
@@ -205,6 +223,7 @@ DataSplits load_cifar10_dir(const std::string& dir) {
   };
   std::vector<std::string> found, missing;
   look_in(dir, found, missing);
+  fs::path looked = dir;
   fs::path sub = fs::path(dir) / kCifarSubdir;
   if (!missing.empty() && is_dir(sub)) {
     std::vector<std::string> found2, missing2;
@@ -212,8 +231,10 @@ DataSplits load_cifar10_dir(const std::string& dir) {
     if (found2.size() >= found.size()) {
       found.swap(found2);
       missing.swap(missing2);
+      looked = sub;
     }
   }
+  for (const std::string& name : missing) refuse_what_is_not_a_file(looked, name, "CIFAR-10");
   if (!missing.empty()) {
     std::string hint;
     if (is_file(fs::path(dir) / "cifar-10-binary.tar.gz"))

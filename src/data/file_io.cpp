@@ -7,15 +7,16 @@
 // Z_BUF_ERROR ("unexpected end of file"), so every read checks gzerror().
 #include "data/file_io.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 
 namespace hpmc {
 
@@ -39,16 +40,21 @@ constexpr uint64_t kMaxDeflateRatio = 1032;
 }  // namespace
 
 InputFile::InputFile(const std::string& path) : path_(path) {
-  std::error_code ec;
-  fs::file_status st = fs::status(path, ec);
-  if (!fs::exists(st)) throw DataError(str(path, ": file not found; check the path"));
-  if (fs::is_directory(st)) throw DataError(str(path, ": is a directory, expected a file"));
+  // A FIFO or a device would block or never end: only a regular file is opened.
+  RegularFile file(path);
+  if (file.missing()) throw DataError(str(path, ": file not found; check the path"));
+  if (!file.ok())
+    throw DataError(str(path, ": ", file.why(),
+                        file.problem() == FileProblem::kUnreadable
+                            ? ""
+                            : "; hpmc reads a dataset file from disk: give the file itself"));
   errno = 0;
-  gzFile f = gzopen(path.c_str(), "rb");
+  gzFile f = gzdopen(file.fd(), "rb");
   if (!f) {
     int e = errno;
     throw DataError(str(path, ": cannot open: ", e ? std::strerror(e) : "out of memory"));
   }
+  file.release();  // gzclose() closes it now
   gz_ = f;
   gzbuffer(f, kGzBuffer);
   // gzdirect() peeks at the first bytes, so it already knows the format.
@@ -103,20 +109,19 @@ uint64_t InputFile::skip_rest() {
 }
 
 bool is_gzip(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  RegularFile f(path);
   unsigned char magic[2] = {0, 0};
-  if (!in.read(reinterpret_cast<char*>(magic), 2)) return false;
+  if (!f.ok() || ::pread(f.fd(), magic, 2, 0) != 2) return false;
   return magic[0] == 0x1f && magic[1] == 0x8b;
 }
 
 std::optional<uint32_t> gzip_size_hint(const std::string& path) {
   if (!is_gzip(path)) return std::nullopt;
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  RegularFile f(path);
   // 18 bytes: the smallest possible gzip file (10 header + 2 data + 8 trailer).
-  if (!in || in.tellg() < std::streamoff(18)) return std::nullopt;
-  in.seekg(-4, std::ios::end);
+  if (!f.ok() || f.size() < 18) return std::nullopt;
   unsigned char b[4];
-  if (!in.read(reinterpret_cast<char*>(b), 4)) return std::nullopt;
+  if (::pread(f.fd(), b, 4, off_t(f.size() - 4)) != 4) return std::nullopt;
   // The gzip trailer is little-endian.
   return uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24;
 }

@@ -21,7 +21,8 @@ namespace hpmc {
 // buffer, so a dataset is never held twice in memory.
 class InputFile {
  public:
-  // DataError if the file is missing, is a directory, or cannot be opened.
+  // DataError if the file is missing, is not a regular file (a directory, a
+  // FIFO, a device: see core/regular_file.h), or cannot be opened.
   explicit InputFile(const std::string& path);
   ~InputFile();
   InputFile(const InputFile&) = delete;

@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "data/dataset.h"
 #include "data/download_hints.h"
 #include "data/file_io.h"
@@ -121,7 +122,7 @@ void read_payload(InputFile& f, void* dst, size_t n, uint64_t expected, const ch
 
 Dataset load_mnist(const std::string& images_path, const std::string& labels_path) {
   for (const std::string* p : {&images_path, &labels_path})
-    if (!std::filesystem::exists(*p))
+    if (check_regular_file(*p).problem == FileProblem::kMissing)
       throw DataError(str("MNIST ", p == &images_path ? "images" : "labels", " file ", *p,
                           " not found; ", data_hints::kMnistGetIt));
   InputFile fi(images_path);

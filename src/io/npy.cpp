@@ -6,12 +6,11 @@
 #include "io/npy.h"
 
 #include <cctype>
-#include <fstream>
-#include <iterator>
 #include <utility>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/regular_file.h"
 
 namespace hpmc {
 
@@ -264,10 +263,10 @@ int64_t NpyArray::numel() const {
 }
 
 NpyArray read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(str("cannot open ", path));
-  std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw DataError(str("cannot read ", path));
+  RegularFile f(path);  // a FIFO would block, a device never end
+  if (!f.ok()) throw DataError(str("cannot open ", path, ": it ", f.why()));
+  std::string b;
+  if (!f.read_up_to(b, std::string::npos)) throw DataError(str("cannot read ", path));
 
   if (b.size() < 10 || b.compare(0, kMagicLen, kMagic, kMagicLen) != 0)
     bad(path, "no \\x93NUMPY magic");

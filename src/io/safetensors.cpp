@@ -7,8 +7,6 @@
 // checked for overflow, since a hostile header may hold any 64-bit number.
 #include "io/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +18,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "io/json.h"
 
 namespace hpmc {
@@ -145,22 +144,17 @@ std::string header_json(const std::vector<SafetensorsEntry>& tensors,
   throw DataError(str(path, ": ", what));
 }
 
-// A read-only file descriptor with its size taken once, at open.
+// A read-only file descriptor with its size taken once, at open. Only a
+// regular file is opened: a FIFO would block, a device never end.
 class InputFile {
  public:
   explicit InputFile(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) throw RuntimeError(str("cannot open ", path, ": ", std::strerror(errno)));
-    struct stat st;
-    bool stat_ok = ::fstat(fd_, &st) == 0;
-    int err = errno;
-    if (stat_ok && S_ISREG(st.st_mode)) {
-      size_ = static_cast<uint64_t>(st.st_size);
-      return;
-    }
-    ::close(fd_);  // the destructor does not run for a throwing constructor
-    if (!stat_ok) throw RuntimeError(str("cannot stat ", path, ": ", std::strerror(err)));
-    bad(path, "not a regular file");
+    RegularFile f(path);
+    if (f.problem() == FileProblem::kNotRegular || f.problem() == FileProblem::kBrokenLink)
+      bad(path, f.why());
+    if (!f.ok()) throw RuntimeError(str("cannot open ", path, ": it ", f.why()));
+    size_ = f.size();
+    fd_ = f.release();
   }
   ~InputFile() { ::close(fd_); }
   InputFile(const InputFile&) = delete;

@@ -1,17 +1,26 @@
 #include "model/config.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
+#include <yaml-cpp/eventhandler.h>
+
 #include "core/error.h"
+#include "core/regular_file.h"
+#include "io/json.h"
 
 namespace hpmc {
 
 namespace {
+
+// A config is a page of YAML; anything near this size is the wrong file.
+constexpr size_t kMaxConfigBytes = size_t(1) << 20;
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
@@ -32,6 +41,24 @@ std::string scalar_text(const YAML::Node& n) {
   if (n.IsSequence()) return "a list";
   if (n.IsMap()) return "a mapping";
   return "nothing";
+}
+
+// "123", "-5", "+99999999999999999999": an integer, whatever its size.
+bool is_integer_literal(const YAML::Node& n) {
+  if (!n.IsScalar()) return false;
+  const std::string& s = n.Scalar();
+  size_t i = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  return i < s.size() && std::all_of(s.begin() + long(i), s.end(), ::isdigit);
+}
+
+// A decimal number too large for a double, such as 1e999.
+bool overflows_double(const YAML::Node& n) {
+  if (!n.IsScalar() || n.Scalar().empty()) return false;
+  const char* p = n.Scalar().c_str();
+  char* end = nullptr;
+  errno = 0;
+  double x = std::strtod(p, &end);
+  return *end == '\0' && errno == ERANGE && std::isinf(x);
 }
 
 std::string join(const std::vector<std::string>& v, const std::string& sep) {
@@ -70,7 +97,7 @@ std::string ConfigSource::where(const YAML::Node& node, const std::string& path)
 
 MapReader::MapReader(const YAML::Node& node, std::string path, const ConfigSource& src)
     : node_(node), path_(std::move(path)), src_(src) {
-  if (!node_ || node_.IsNull()) {
+  if (!node_) {
     node_ = YAML::Node(YAML::NodeType::Map);
   } else if (!node_.IsMap()) {
     throw ConfigError(str(src_.where(node_, path_), ": ", path_.empty() ? "the document" : path_,
@@ -88,23 +115,32 @@ std::string MapReader::where(const std::string& key) const {
   return src_.where(node_, path_);
 }
 
+std::string MapReader::key_where(const std::string& key) const {
+  for (auto it = node_.begin(); it != node_.end(); ++it)
+    if (it->first.IsScalar() && it->first.Scalar() == key)
+      return src_.where(it->first, key_path(key));
+  return where(key);
+}
+
 void MapReader::fail(const std::string& key, const std::string& msg) const {
   throw ConfigError(str(where(key), ": ", key_path(key), ": ", msg));
 }
 
-bool MapReader::has(const std::string& key) const {
-  YAML::Node v = node_[key];
-  return v && !v.IsNull();
-}
+bool MapReader::has(const std::string& key) const { return bool(node_[key]); }
 
 YAML::Node MapReader::value(const std::string& key) {
   known_.insert(key);
-  return node_[key];
+  YAML::Node v = node_[key];
+  // "epochs: ~", "epochs:" and "--set training.epochs=" are slips, not requests for the default.
+  if (v && v.IsNull())  // named at its key: an empty value's position is the next line's
+    throw ConfigError(str(key_where(key), ": ", key_path(key),
+                          ": needs a value; to use the default, leave the key out"));
+  return v;
 }
 
 int MapReader::get_int(const std::string& key, int def, int lo, int hi) {
   YAML::Node v = value(key);
-  if (!v || v.IsNull()) {
+  if (!v) {
     resolved_[key] = def;
     return def;
   }
@@ -117,6 +153,8 @@ int MapReader::get_int(const std::string& key, int def, int lo, int hi) {
       ok = false;
     }
   }
+  if (!ok && is_integer_literal(v))
+    fail(key, str("out of range, must be between ", lo, " and ", hi, ", got ", v.Scalar()));
   if (!ok) fail(key, str("expected an integer, got '", scalar_text(v), "'"));
   if (x < lo || x > hi)
     fail(key, str("must be between ", lo, " and ", hi, ", got ", x));
@@ -143,7 +181,7 @@ int MapReader::require_int(const std::string& key, int lo, int hi) {
 
 uint64_t MapReader::get_u64(const std::string& key, uint64_t def) {
   YAML::Node v = value(key);
-  if (!v || v.IsNull()) {
+  if (!v) {
     resolved_[key] = def;
     return def;
   }
@@ -157,6 +195,9 @@ uint64_t MapReader::get_u64(const std::string& key, uint64_t def) {
       ok = false;
     }
   }
+  if (!ok && !s.empty() && std::all_of(s.begin(), s.end(), ::isdigit))
+    fail(key, str("out of range, must be between 0 and ", std::numeric_limits<uint64_t>::max(),
+                  ", got ", s));
   if (!ok) fail(key, str("expected a non-negative integer, got '", scalar_text(v), "'"));
   resolved_[key] = x;
   return x;
@@ -164,7 +205,7 @@ uint64_t MapReader::get_u64(const std::string& key, uint64_t def) {
 
 double MapReader::get_float(const std::string& key, double def, double lo, double hi) {
   YAML::Node v = value(key);
-  if (!v || v.IsNull()) {
+  if (!v) {
     resolved_[key] = def;
     return def;
   }
@@ -177,6 +218,8 @@ double MapReader::get_float(const std::string& key, double def, double lo, doubl
       ok = false;
     }
   }
+  if (!ok && overflows_double(v))
+    fail(key, str("out of range, must be between ", lo, " and ", hi, ", got ", v.Scalar()));
   if (!ok) fail(key, str("expected a number, got '", scalar_text(v), "'"));
   if (!std::isfinite(x)) fail(key, str("must be a finite number, got '", v.Scalar(), "'"));
   if (x < lo || x > hi) fail(key, str("must be between ", lo, " and ", hi, ", got ", x));
@@ -186,7 +229,7 @@ double MapReader::get_float(const std::string& key, double def, double lo, doubl
 
 bool MapReader::get_bool(const std::string& key, bool def) {
   YAML::Node v = value(key);
-  if (!v || v.IsNull()) {
+  if (!v) {
     resolved_[key] = def;
     return def;
   }
@@ -204,7 +247,7 @@ bool MapReader::get_bool(const std::string& key, bool def) {
 std::string MapReader::get_string(const std::string& key, const std::string& def) {
   YAML::Node v = value(key);
   std::string s = def;
-  if (v && !v.IsNull()) {
+  if (v) {
     if (!v.IsScalar()) fail(key, str("expected a string, got ", scalar_text(v)));
     s = v.Scalar();
   }
@@ -275,11 +318,19 @@ void apply_override(YAML::Node root, const std::string& assignment, ConfigSource
     const std::string& p = parts[i];
     bool last = i + 1 == parts.size();
     if (cur.IsSequence()) {
-      bool digits = std::all_of(p.begin(), p.end(), ::isdigit);
-      size_t idx = digits ? std::stoul(p) : cur.size();
-      if (!digits || idx >= cur.size())
-        throw UsageError(str(origin, ": '", walked, "' is a list of ", cur.size(),
-                             " entries; use an index 0..", cur.size() - 1, " after it"));
+      const size_t n = cur.size();
+      const std::string use = n == 0 ? "it has no entry to set"
+                                     : str("use an index 0..", n - 1, " after it");
+      if (!std::all_of(p.begin(), p.end(), ::isdigit))
+        throw UsageError(str(origin, ": '", p, "' is not a list index: '", walked,
+                             "' is a list of ", n, " entries; ", use));
+      // Digit by digit, stopping at n: an index of any length is just out of range.
+      size_t idx = 0;
+      for (char c : p)
+        if ((idx = idx * 10 + size_t(c - '0')) >= n) break;
+      if (idx >= n)
+        throw UsageError(str(origin, ": index ", p, " is out of range: '", walked,
+                             "' is a list of ", n, " entries; ", use));
       if (last) {
         cur[idx] = value;
       } else {
@@ -306,13 +357,58 @@ void apply_override(YAML::Node root, const std::string& assignment, ConfigSource
 
 namespace {
 
+// The run name becomes file names (<weights_dir>/<name>.safetensors, runs/<name>) and
+// checkpoint metadata, so it must be one short, printable, valid UTF-8 path component.
+constexpr size_t kMaxRunNameBytes = 100;
+
+// The name as a message may show it: control bytes (and every non-ASCII byte
+// when it is not valid UTF-8) as \xNN, cut at 40 bytes.
+std::string printable_name(const std::string& name) {
+  const bool utf8 = is_valid_utf8(name);
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (i >= 40 && (!utf8 || (static_cast<unsigned char>(name[i]) & 0xC0) != 0x80))
+      return out + "...";
+    auto c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7F || (!utf8 && c >= 0x80)) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
+// What is wrong with `name` as a run name, or "".
+std::string run_name_problem(const std::string& name) {
+  const std::string shown = str("got '", printable_name(name), "'");
+  if (name.empty()) return "must not be empty";
+  if (!is_valid_utf8(name)) return str("must be valid UTF-8, ", shown);
+  if (name.size() > kMaxRunNameBytes)
+    return str("must be at most ", kMaxRunNameBytes, " bytes long, got ", name.size(), " bytes: ",
+               shown);
+  if (std::any_of(name.begin(), name.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; }))
+    return str("must not contain control characters, ", shown);
+  if (name.find('/') != std::string::npos)
+    return str("must not contain '/' (it names files; put directories in output.dir or "
+               "output.weights_dir), ", shown);
+  if (name == "." || name == "..") return str("must not be '.' or '..', ", shown);
+  return "";
+}
+
 Config read_document(YAML::Node root, ConfigSource src, const std::string& default_name) {
   Config cfg;
   cfg.resolved = YAML::Node(YAML::NodeType::Map);
   MapReader top(root, "", src);
   cfg.name = top.get_string("name", default_name);
-  if (cfg.name.empty() || cfg.name.find('/') != std::string::npos)
-    top.fail("name", str("must be a non-empty name without '/', got '", cfg.name, "'"));
+  if (std::string why = run_name_problem(cfg.name); !why.empty()) {
+    if (top.has("name")) top.fail("name", why);
+    throw ConfigError(str(src.file, ": the run name (name; by default the config's file name "
+                          "without .yaml) ", why, "; set name: in the config, or --set name=NAME"));
+  }
   cfg.resolved["name"] = cfg.name;
 
   {
@@ -331,7 +427,7 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
     cfg.model.loss = m.get_choice("loss", "", {"mse", "softmax_cross_entropy"});
     cfg.model.features = m.get_string("features", "");
     YAML::Node layers = m.get_node("layers");
-    if (!layers || layers.IsNull()) m.fail("layers", "is required: a list of layers");
+    if (!layers) m.fail("layers", "is required: a list of layers");
     if (!layers.IsSequence() || layers.size() == 0)
       m.fail("layers", "must be a non-empty list of layers, each with a 'type'");
     for (size_t i = 0; i < layers.size(); ++i)
@@ -378,10 +474,113 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
   return cfg;
 }
 
+// Finds what the node tree loses: a key given twice in one mapping (YAML::Node
+// keeps the first) and a second document after '---' (YAML::Load reads only
+// the first). It walks the parser's events, tracking the dotted path of each
+// node so that a duplicate is named as the rest of the config names keys.
+class StructureCheck : public YAML::EventHandler {
+ public:
+  explicit StructureCheck(std::string file) : file_(std::move(file)) {}
+
+  void OnDocumentStart(const YAML::Mark& m) override {
+    if (++documents_ > 1)
+      throw ConfigError(str(at(m), ": a second YAML document starts here; a config is one "
+                            "document: delete it (from its '---' on) or move it to a file of its "
+                            "own"));
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { leaf(m, nullptr); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t anchor) override {
+    auto it = anchored_.find(anchor);
+    leaf(m, it == anchored_.end() ? nullptr : &it->second);
+  }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t anchor,
+                const std::string& value) override {
+    if (anchor) anchored_[anchor] = value;
+    leaf(m, &value);
+  }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    open(false, m);
+  }
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    open(true, m);
+  }
+  void OnMapEnd() override { close(); }
+
+ private:
+  struct Frame {
+    bool map = false;
+    std::string path;
+    bool in_value = false;  // map: the next node is the value of `key`
+    std::string key;
+    size_t index = 0;  // sequence: the next entry's index
+    std::map<std::string, YAML::Mark> keys;
+  };
+
+  std::string at(const YAML::Mark& m) const {
+    return str(file_, ":", m.line + 1, ":", m.column + 1);
+  }
+  static std::string child(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+  // The path of a node that starts at `m`; a mapping key (`scalar`: its text,
+  // null for a key that is not a scalar) is checked against its siblings.
+  std::string begin_node(const YAML::Mark& m, const std::string* scalar) {
+    if (stack_.empty()) return "";
+    Frame& f = stack_.back();
+    if (!f.map) return child(f.path, std::to_string(f.index));
+    if (f.in_value) return child(f.path, f.key);
+    f.key = scalar ? *scalar : "?";
+    if (scalar) {
+      auto [first, fresh] = f.keys.emplace(*scalar, m);
+      if (!fresh)
+        throw ConfigError(str(at(m), ": duplicate key '", child(f.path, *scalar),
+                              "', first given at ", at(first->second),
+                              "; a key may appear once in a mapping: remove one of them"));
+    }
+    return child(f.path, f.key);
+  }
+  // The node that began last has ended.
+  void end_node() {
+    if (stack_.empty()) return;
+    Frame& f = stack_.back();
+    if (f.map) f.in_value = !f.in_value;
+    else ++f.index;
+  }
+  void leaf(const YAML::Mark& m, const std::string* scalar) {
+    begin_node(m, scalar);
+    end_node();
+  }
+  void open(bool map, const YAML::Mark& m) {
+    Frame f;
+    f.map = map;
+    f.path = begin_node(m, nullptr);
+    stack_.push_back(std::move(f));
+  }
+  void close() {
+    stack_.pop_back();
+    end_node();
+  }
+
+  std::string file_;
+  int documents_ = 0;
+  std::vector<Frame> stack_;
+  std::map<YAML::anchor_t, std::string> anchored_;  // scalar anchors, for aliased keys
+};
+
 Config parse_text(const std::string& text, const std::string& file, const std::string& default_name,
                   const std::vector<Override>& overrides) {
   YAML::Node root;
   try {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    StructureCheck check(file);
+    while (parser.HandleNextDocument(check)) {
+    }
     root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw ConfigError(str(file, ":", e.mark.line + 1, ":", e.mark.column + 1,
@@ -400,17 +599,25 @@ Config parse_text(const std::string& text, const std::string& file, const std::s
 }  // namespace
 
 Config load_config(const std::string& path, const std::vector<Override>& overrides) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::error_code ec;
-    bool exists = std::filesystem::exists(path, ec);
-    throw ConfigError(str(path, ": ", exists ? "cannot read the config file (permissions?)"
-                                             : "no such config file; the configs shipped with "
-                                               "hpmc are in configs/"));
+  RegularFile f(path);
+  if (!f.ok()) {
+    if (f.missing())
+      throw ConfigError(str(path, ": no such config file; the configs shipped with hpmc are in "
+                            "configs/"));
+    throw ConfigError(str(path, ": ", f.why(),
+                          f.problem() == FileProblem::kUnreadable
+                              ? ""
+                              : "; give a YAML config file, e.g. configs/fashion_ae.yaml"));
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_text(ss.str(), path, std::filesystem::path(path).stem().string(), overrides);
+  // Read one byte past the cap, so that a file that grew since fstat() is caught too.
+  std::string text;
+  if (f.size() <= kMaxConfigBytes && !f.read_up_to(text, kMaxConfigBytes + 1))
+    throw ConfigError(str(path, ": cannot read the config file: ", std::strerror(errno)));
+  if (f.size() > kMaxConfigBytes || text.size() > kMaxConfigBytes)
+    throw ConfigError(str(path, ": the config file is ", std::max<uint64_t>(f.size(), text.size()),
+                          " bytes, more than the ", kMaxConfigBytes, " bytes (1 MiB) a config may "
+                          "have; is this the right file?"));
+  return parse_text(text, path, std::filesystem::path(path).stem().string(), overrides);
 }
 
 Config parse_config(const std::string& yaml_text, const std::string& name_for_errors,

@@ -1,9 +1,11 @@
 // config.h — the YAML run configuration, read strictly.
 //
 // Every key is checked: unknown keys (with a did-you-mean), wrong types,
-// non-finite or out-of-range numbers each raise a ConfigError of one line
-// that starts with where the value came from — "FILE:LINE:COL" for the file,
-// "--set KEY=VALUE" for a command-line override. The full key reference
+// non-finite or out-of-range numbers, keys given twice, keys without a value,
+// a second YAML document and a file that is not a regular file of at most
+// 1 MiB each raise a ConfigError of one line that starts with where the value
+// came from — "FILE:LINE:COL" for the file, "--set KEY=VALUE" for a
+// command-line override. The full key reference
 // (every key and its default) is in README.md; keep the two in step.
 #pragma once
 
@@ -57,6 +59,7 @@ class MapReader {
 
  private:
   std::string key_path(const std::string& key) const;
+  std::string key_where(const std::string& key) const;  // where the key itself is
   YAML::Node value(const std::string& key);
   void check_misspelled(const std::string& key) const;
 
