@@ -131,7 +131,7 @@ training: {lr: 0.2, momentum: 0.5, weight_decay: 0.01}
 // 1e-5..1e-3 (docs/numerics.md). The reference data are chosen to come near
 // no such tie with either GEMM path.
 TEST(Golden, MlpTrajectoryMatchesFloat64) {
-  const std::string dir = "/usr/share/datasets/fashion-mnist";
+  const std::string dir = testing::fashion_dir();
   if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << dir << " is absent (Debian package dataset-fashion-mnist; scripts/setup "
                  << "installs it)";

@@ -258,16 +258,18 @@ TEST_F(MemoryCli, BatchPastTheElementLimitIsAConfigError) {
 // On the GPU the plan is checked against the device's free memory: twenty
 // 2048-channel 32x32 layers at batch 1000 need about 170 GB of activations,
 // more than an H100 or H200 has.
-TEST_F(MemoryCli, RunTooLargeForTheGpuIsRefused) {
+TEST(GpuMemory, RunTooLargeForTheGpuIsRefused) {
   if (gpu::device_count() == 0) GTEST_SKIP() << "no CUDA device: the GPU plan is not checked";
+  testing::TempDir tmp;
   std::string layers;
   for (int i = 0; i < 20; ++i) layers += "    - {type: conv2d, out_channels: 2048, padding: 1}\n";
-  const std::string cfg = write("deep.yaml", "data: {format: cifar10, synthetic: true}\n"
-                                             "model:\n  loss: mse\n  layers:\n" +
-                                                 layers +
-                                                 "    - {type: conv2d, out_channels: 3, "
-                                                 "padding: 1}\ntraining: {batch_size: 1000}\n");
-  testing::CliResult r = run(cfg, "--impl im2col");
+  std::ofstream(tmp.file("deep.yaml"))
+      << "data: {format: cifar10, synthetic: true}\nmodel:\n  loss: mse\n  layers:\n"
+      << layers << "    - {type: conv2d, out_channels: 3, padding: 1}\n"
+      << "training: {batch_size: 1000}\n";
+  testing::CliResult r =
+      testing::run_hpmc("run " + tmp.file("deep.yaml") + " --impl im2col --out " +
+                        tmp.file("run") + " --weights-dir " + tmp.file("w") + " --progress quiet");
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.out.find("; GPU "), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("of GPU memory (activations and their gradients at batch 1000"),

@@ -27,6 +27,12 @@ inline std::string hpmc_binary() {
   const char* e = std::getenv("HPMC_TEST_BINARY");
   return e && *e ? e : HPMC_BINARY;
 }
+// Fashion-MNIST: the Debian package's directory, or HPMC_TEST_FASHION_DIR
+// (scripts/gpu-check points it at the slice its bundle carries).
+inline std::string fashion_dir() {
+  const char* e = std::getenv("HPMC_TEST_FASHION_DIR");
+  return e && *e ? e : "/usr/share/datasets/fashion-mnist";
+}
 
 // The Debian python3 (which has numpy when python3-numpy is installed), or
 // "" when no python3 with numpy is found.
