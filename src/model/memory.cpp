@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <ostream>
-#include <sstream>
 
 #include "core/device.h"
 #include "core/error.h"
