@@ -175,6 +175,14 @@ TEST(Config, InvalidYamlGivesLine) {
   EXPECT_NE(error_of("- a\n- b\n").find("must be a mapping"), std::string::npos);
 }
 
+// yaml-cpp quotes the offending byte in some messages; it is escaped, so the
+// error stays one line (found by fuzz_config: 0xff 0x00 '\n').
+TEST(Config, InvalidYamlErrorsStayOneLine) {
+  std::string e = error_of(std::string("\xff\x00\n", 3));
+  EXPECT_NE(e.find("not valid YAML: unknown escape character: \\x0a"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
 TEST(Config, OverrideErrorsNameTheOverride) {
   std::string e = error_of(kGood, {{"training.epochs=abc", ""}});
   EXPECT_EQ(e.rfind("--set training.epochs=abc: training.epochs: expected an integer", 0), 0u) << e;

@@ -59,6 +59,25 @@ std::string str(const Args&... args) {
   return os.str();
 }
 
+// Text from a file or a command line, fit to go inside a one-line message:
+// bytes outside printable ASCII (newlines, control characters, UTF-8) become
+// \xNN, and text longer than max_chars is cut there and ends in "...".
+inline std::string printable(const std::string& text, size_t max_chars = 80) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < max_chars; ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += char(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return text.size() > max_chars ? out + "..." : out;
+}
+
 // Internal invariant check: a failure here is a bug in hpmc, not bad input.
 #define HPMC_CHECK(cond, ...)                                                          \
   do {                                                                                 \
