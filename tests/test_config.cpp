@@ -183,6 +183,23 @@ TEST(Config, InvalidYamlErrorsStayOneLine) {
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
 }
 
+// A list or mapping as a key is a config error at its place, not yaml-cpp's
+// "bad conversion" with exit code 1 (found by fuzz_config: "data:\n ? -").
+TEST(Config, KeysMustBePlainNames) {
+  for (const char* text : {"data:\n ? -\n", "data:\n  format: mnist\n  [a, b]: 1\n"}) {
+    try {
+      parse_config(text, "cfg.yaml");
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("cfg.yaml:", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find("data has a key that is a list; keys must be plain "
+                                           "names"), std::string::npos) << e.what();
+    }
+  }
+  std::string e = error_of(replace(kGood, "epochs: 2", "epochs: 2\n  {a: 1}: 2"));
+  EXPECT_NE(e.find("training has a key that is a mapping"), std::string::npos) << e;
+}
+
 TEST(Config, OverrideErrorsNameTheOverride) {
   std::string e = error_of(kGood, {{"training.epochs=abc", ""}});
   EXPECT_EQ(e.rfind("--set training.epochs=abc: training.epochs: expected an integer", 0), 0u) << e;
