@@ -175,8 +175,8 @@ TEST(Config, InvalidYamlGivesLine) {
   EXPECT_NE(error_of("- a\n- b\n").find("must be a mapping"), std::string::npos);
 }
 
-// yaml-cpp quotes the offending byte in some messages; it is escaped, so the
-// error stays one line (found by fuzz_config: 0xff 0x00 '\n').
+// yaml-cpp quotes the offending byte in some messages; like every error's
+// control characters it is escaped (found by fuzz_config: 0xff 0x00 '\n').
 TEST(Config, InvalidYamlErrorsStayOneLine) {
   std::string e = error_of(std::string("\xff\x00\n", 3));
   EXPECT_NE(e.find("not valid YAML: unknown escape character: \\x0a"), std::string::npos) << e;
@@ -198,6 +198,16 @@ TEST(Config, KeysMustBePlainNames) {
   }
   std::string e = error_of(replace(kGood, "epochs: 2", "epochs: 2\n  {a: 1}: 2"));
   EXPECT_NE(e.find("training has a key that is a mapping"), std::string::npos) << e;
+}
+
+// A key or value with a line break is quoted escaped (found by fuzz_config).
+TEST(Config, QuotedLineBreaksStayEscaped) {
+  std::string e = error_of(replace(kGood, "epochs: 2", "\"epo\\nchs\": 2"));
+  EXPECT_NE(e.find("unknown key 'training.epo\\x0achs'"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  e = error_of(replace(kGood, "epochs: 2", "epochs: \"2\\n3\""));
+  EXPECT_NE(e.find("expected an integer, got '2\\x0a3'"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
 }
 
 TEST(Config, OverrideErrorsNameTheOverride) {

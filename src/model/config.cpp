@@ -273,7 +273,7 @@ void apply_override(YAML::Node root, const std::string& assignment, ConfigSource
   try {
     value = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw UsageError(str(origin, ": the value is not valid YAML (", printable(e.msg), ")"));
+    throw UsageError(str(origin, ": the value is not valid YAML (", e.msg, ")"));
   }
   YAML::Node cur = root;
   std::string walked;
@@ -391,7 +391,7 @@ Config parse_text(const std::string& text, const std::string& file, const std::s
     root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw ConfigError(str(file, ":", e.mark.line + 1, ":", e.mark.column + 1,
-                          ": not valid YAML: ", printable(e.msg)));
+                          ": not valid YAML: ", e.msg));
   }
   if (!root || root.IsNull()) throw ConfigError(str(file, ": the config is empty"));
   if (!root.IsMap())
