@@ -210,6 +210,19 @@ TEST(Config, QuotedLineBreaksStayEscaped) {
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
 }
 
+// The run's name goes into file names and checkpoints: printable UTF-8 only
+// (found by fuzz_config, like the layer names of test_model.cpp).
+TEST(Config, NameIsPrintableUtf8) {
+  std::string e = error_of(replace(kGood, "name: tiny", "name: \"ti\\x01ny\""));
+  EXPECT_NE(e.find("name: must be printable UTF-8 text, got 'ti\\x01ny'"), std::string::npos)
+      << e;
+  e = error_of(replace(kGood, "name: tiny", "name: ti\xc3ny"));
+  EXPECT_NE(e.find("name: must be printable UTF-8 text, got 'ti\\xc3ny'"), std::string::npos)
+      << e;
+  EXPECT_EQ(parse_config(replace(kGood, "name: tiny", "name: t\xc3\xafny"), "c.yaml").name,
+            "t\xc3\xafny");
+}
+
 TEST(Config, OverrideErrorsNameTheOverride) {
   std::string e = error_of(kGood, {{"training.epochs=abc", ""}});
   EXPECT_EQ(e.rfind("--set training.epochs=abc: training.epochs: expected an integer", 0), 0u) << e;

@@ -343,6 +343,8 @@ TEST(Run, BadCheckpointsMetadataIsCheckedFieldByField) {
       {{{"seed", "18446744073709551616"}}, "seed", "not an integer from 0"},
       {{{"shuffle", "yes"}}, "shuffle", "is 'yes', not true or false"},
       {{{"momentum", "1"}}, "momentum", "is '1', not true or false"},
+      {{{"shuffle", std::string(500, 'x')}}, "shuffle",
+       "is '" + std::string(80, 'x') + "...', not true or false"},
       {{{"epoch_loss_sum", "nan"}}, "epoch_loss_sum", "is 'nan', not a finite hex float"},
       {{{"epoch_loss_sum", "0x1p+1024"}}, "epoch_loss_sum", "not a finite hex float"},
       {{{"epoch_loss_sum", "3.5"}}, "epoch_loss_sum", "is '3.5', not a finite hex float"},

@@ -41,8 +41,9 @@ struct ResumeMeta {
 };
 
 // Reads the metadata fields of a training checkpoint. Every failure names the
-// file and the field; a bad field means a damaged or edited file, so the
-// remedy is another checkpoint or a fresh start from the weights.
+// file and the field, and quotes the value cut short and escaped; a bad field
+// means a damaged or edited file, so the remedy is another checkpoint or a
+// fresh start from the weights.
 class MetaReader {
  public:
   MetaReader(const std::string& path, const CheckpointMeta& meta) : path_(path), meta_(meta) {}
@@ -74,8 +75,8 @@ class MetaReader {
     }
     if (!ok) {
       bool digits = v.size() > first && v.find_first_not_of("0123456789", first) == v.npos;
-      fail(key, str("is '", v, "', ", digits ? "too large for a 64-bit integer"
-                                             : "not a decimal integer"));
+      fail(key, str("is '", printable(v), "', ",
+                    digits ? "too large for a 64-bit integer" : "not a decimal integer"));
     }
     if (x < lo || x > hi)
       fail(key, str("is ", x, ", outside ", lo, "..", hi, range_why.empty() ? "" : " (",
@@ -91,13 +92,14 @@ class MetaReader {
       unsigned d = unsigned(v[i] - '0');
       ok = d <= 9 && !__builtin_mul_overflow(x, 10u, &x) && !__builtin_add_overflow(x, d, &x);
     }
-    if (!ok) fail(key, str("is '", v, "', not an integer from 0 to 18446744073709551615"));
+    if (!ok)
+      fail(key, str("is '", printable(v), "', not an integer from 0 to 18446744073709551615"));
     return x;
   }
 
   bool boolean(const std::string& key) const {
     const std::string& v = text(key);
-    if (v != "true" && v != "false") fail(key, str("is '", v, "', not true or false"));
+    if (v != "true" && v != "false") fail(key, str("is '", printable(v), "', not true or false"));
     return v == "true";
   }
 
@@ -108,7 +110,7 @@ class MetaReader {
     char* end = nullptr;
     double d = v.compare(sign, 2, "0x") == 0 ? std::strtod(v.c_str(), &end) : 0;
     if (!end || *end != '\0' || !std::isfinite(d))
-      fail(key, str("is '", v, "', not a finite hex float such as 0x1.8p+3"));
+      fail(key, str("is '", printable(v), "', not a finite hex float such as 0x1.8p+3"));
     return d;
   }
 
@@ -124,7 +126,8 @@ class MetaReader {
 ResumeMeta read_resume_meta(const std::string& path, const CheckpointMeta& meta) {
   MetaReader r(path, meta);
   if (meta.get("format") != kFormat)
-    throw DataError(str(path, ": not an hpmc training checkpoint (format '", meta.get("format"),
+    throw DataError(str(path, ": not an hpmc training checkpoint (format '",
+                        printable(meta.get("format")),
                         "', expected '", kFormat, "'); use --init to start a new run from its "
                         "weights"));
   ResumeMeta m;
@@ -154,10 +157,10 @@ ResumeMeta read_resume_meta(const std::string& path, const CheckpointMeta& meta)
   m.correct = r.hexfloat("epoch_correct");
   const int64_t seen = std::min<int64_t>(int64_t(m.step) * bs, m.train_size);
   if (m.step == 0 && m.loss_sum != 0)
-    r.fail("epoch_loss_sum", str("is ", meta.get("epoch_loss_sum"),
+    r.fail("epoch_loss_sum", str("is ", printable(meta.get("epoch_loss_sum")),
                                  " at step 0, where the epoch has summed nothing yet"));
   if (m.correct < 0 || m.correct > double(seen) || m.correct != std::floor(m.correct))
-    r.fail("epoch_correct", str("is ", meta.get("epoch_correct"), " (", m.correct,
+    r.fail("epoch_correct", str("is ", printable(meta.get("epoch_correct")), " (", m.correct,
                                 "), not a whole number from 0 to the ", seen,
                                 " samples the epoch has seen by step ", m.step));
   return m;

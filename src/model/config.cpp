@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/json.h"
 
 namespace hpmc {
 
@@ -319,6 +320,8 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
   cfg.name = top.get_string("name", default_name);
   if (cfg.name.empty() || cfg.name.find('/') != std::string::npos)
     top.fail("name", str("must be a non-empty name without '/', got '", cfg.name, "'"));
+  if (!is_printable_utf8(cfg.name))  // it names the run's files and goes into checkpoints
+    top.fail("name", str("must be printable UTF-8 text, got '", printable(cfg.name), "'"));
   cfg.resolved["name"] = cfg.name;
 
   {
