@@ -179,6 +179,54 @@ TEST(Config, InvalidYamlGivesLine) {
   EXPECT_NE(error_of("- a\n- b\n").find("must be a mapping"), std::string::npos);
 }
 
+// yaml-cpp quotes the offending byte in some messages; like every error's
+// control characters it is escaped (found by fuzz_config: 0xff 0x00 '\n').
+TEST(Config, InvalidYamlErrorsStayOneLine) {
+  std::string e = error_of(std::string("\xff\x00\n", 3));
+  EXPECT_NE(e.find("not valid YAML: unknown escape character: \\x0a"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
+// A list or mapping as a key is a config error at its place, not yaml-cpp's
+// "bad conversion" with exit code 1 (found by fuzz_config: "data:\n ? -").
+TEST(Config, KeysMustBePlainNames) {
+  for (const char* text : {"data:\n ? -\n", "data:\n  format: mnist\n  [a, b]: 1\n"}) {
+    try {
+      parse_config(text, "cfg.yaml");
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("cfg.yaml:", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find("data has a key that is a list; keys must be plain "
+                                           "names"), std::string::npos) << e.what();
+    }
+  }
+  std::string e = error_of(replace(kGood, "epochs: 2", "epochs: 2\n  {a: 1}: 2"));
+  EXPECT_NE(e.find("training has a key that is a mapping"), std::string::npos) << e;
+}
+
+// A key or value with a line break is quoted escaped (found by fuzz_config).
+TEST(Config, QuotedLineBreaksStayEscaped) {
+  std::string e = error_of(replace(kGood, "epochs: 2", "\"epo\\nchs\": 2"));
+  EXPECT_NE(e.find("unknown key 'training.epo\\x0achs'"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  e = error_of(replace(kGood, "epochs: 2", "epochs: \"2\\n3\""));
+  EXPECT_NE(e.find("expected an integer, got '2\\x0a3'"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
+// The run's name goes into file names and checkpoints: printable UTF-8 only
+// (found by fuzz_config, like the layer names of test_model.cpp).
+TEST(Config, NameIsPrintableUtf8) {
+  std::string e = error_of(replace(kGood, "name: tiny", "name: \"ti\\x01ny\""));
+  EXPECT_NE(e.find("name: must not contain control characters, got 'ti\\x01ny'"),
+            std::string::npos)
+      << e;
+  e = error_of(replace(kGood, "name: tiny", "name: ti\xc3ny"));
+  EXPECT_NE(e.find("name: must be valid UTF-8, got 'ti\\xC3ny'"), std::string::npos) << e;
+  EXPECT_EQ(parse_config(replace(kGood, "name: tiny", "name: t\xc3\xafny"), "c.yaml").name,
+            "t\xc3\xafny");
+}
+
 TEST(Config, OverrideErrorsNameTheOverride) {
   std::string e = error_of(kGood, {{"training.epochs=abc", ""}});
   EXPECT_EQ(e.rfind("--set training.epochs=abc: training.epochs: expected an integer", 0), 0u) << e;

@@ -1,4 +1,4 @@
-// Core pieces: tensors, shapes and the deterministic RNG.
+// Core pieces: tensors, shapes, the deterministic RNG and one-line errors.
 #include <set>
 
 #include "core/error.h"
@@ -31,6 +31,17 @@ TEST(Tensor, CopyFromCopiesVisibleElements) {
   for (size_t i = 0; i < a.numel(); ++i) EXPECT_EQ(a.data<float>()[i], b.data<float>()[i]);
   Tensor c = Tensor::zeros(Shape(1, 2, 2, 2));
   EXPECT_THROW(c.copy_from(a), Error);
+}
+
+// Every hpmc error is one line, whatever text it quotes (fuzz_config found a
+// YAML key with a line break echoed into an "unknown key" message).
+TEST(Error, MessagesAreOneLine) {
+  EXPECT_STREQ(ConfigError("key 'a\nb\tc\x7f' \xc3\xa9").what(),
+               "key 'a\\x0ab\\x09c\\x7f' \xc3\xa9");
+  EXPECT_STREQ(DataError(std::string("nul \0 inside", 12)).what(), "nul \\x00 inside");
+  EXPECT_EQ(printable("a\nb\xc3\xa9"), "a\\x0ab\\xc3\\xa9");
+  EXPECT_EQ(printable("abcdef", 3), "abc...");
+  EXPECT_EQ(printable("abc", 3), "abc");
 }
 
 TEST(Shape, Strings) {

@@ -219,6 +219,29 @@ TEST(Model, DuplicateNamesAreRejected) {
   EXPECT_NE(build_error(text, kCifar).find("'relu1' is used twice"), std::string::npos);
 }
 
+// A layer's name becomes its tensors' names in a checkpoint (UTF-8 in
+// safetensors) and a key of the resolved config: bytes that are not UTF-8, or
+// control characters, are refused at the name (found by fuzz_config, whose
+// resolved config came back with another name; saving the checkpoint failed
+// an internal check).
+TEST(Model, LayerNamesArePrintableUtf8) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"relu\xff", "got 'relu\\xff'"},  // raw bytes that are not UTF-8
+      {"\"relu\\x10\"", "got 'relu\\x10'"},
+      {"\"a\\tb\"", "got 'a\\x09b'"},
+  };
+  for (const auto& [name, got] : cases) {
+    std::string text = kAe;
+    text.replace(text.find("name: relu2"), 11, "name: " + name);
+    std::string e = build_error(text, kCifar);
+    EXPECT_NE(e.find("m.yaml:"), std::string::npos) << e;
+    EXPECT_NE(e.find(".name: must be printable UTF-8 text, " + got), std::string::npos) << e;
+  }
+  std::string text = kAe;
+  text.replace(text.find("name: relu2"), 11, "name: \"r\\u00e9lu\"");  // é is fine
+  EXPECT_EQ(build(text, kCifar)->layers()[4]->name(), "r\xc3\xa9lu");
+}
+
 TEST(Model, UnnamedLayersGetTypeAndIndex) {
   std::string text = kMlp;
   text.replace(text.find("name: relu1, "), 13, "");

@@ -210,6 +210,34 @@ TEST(Npy, ReaderRefusesWhatIsNotARegularFile) {
   }
 }
 
+// Header text echoed in an error is escaped: a key or dtype holding a line
+// break (found by fuzz_npy) still gives one line.
+TEST(Npy, ReaderErrorsStayOneLine) {
+  testing::TempDir t;
+  std::vector<float> f = floats(6);
+  write_npy(t.file("good.npy"), f.data(), {2, 3});
+  const std::string good = slurp(t.file("good.npy"));
+  auto message = [&](const std::string& bytes) {
+    spit(t.file("bad.npy"), bytes);
+    try {
+      read_npy(t.file("bad.npy"));
+    } catch (const DataError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  std::string b = good;
+  b.replace(b.find("'descr'"), 7, "'de\ns\x01'");
+  std::string e = message(b);
+  EXPECT_NE(e.find("unexpected header key 'de\\x0as\\x01'"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  b = good;
+  b.replace(b.find("<f4"), 3, "<f\n4");
+  e = message(b);
+  EXPECT_NE(e.find("unsupported dtype '<f\\x0a4'"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
 bool have_numpy() { return !testing::python_with_numpy().empty(); }
 
 TEST(Npy, NumpyLoadsBothDtypes) {

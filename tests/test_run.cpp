@@ -1,6 +1,6 @@
 // A run directory end to end on a slice of Fashion-MNIST: outputs, refusal
 // to clobber, exact resume after SIGTERM, determinism, --init, eval, recon
-// and features.
+// and features; and the checks on a checkpoint's metadata before a resume.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -15,8 +15,14 @@
 
 #include "cli_runner.h"
 #include "fifo_testing.h"
+#include "core/error.h"
+#include "data/dataset.h"
 #include "io/grid.h"
 #include "io/npy.h"
+#include "io/safetensors.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/model.h"
 
 namespace hpmc {
 namespace {
@@ -451,6 +457,196 @@ TEST(Run, FeaturesRefuseToReplaceFilesWithoutOverwrite) {
   r = run_hpmc(features + "--split test --format npy --overwrite");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(slurp(npy), before);
+}
+
+// Rewrites a checkpoint with some metadata changed (kErase removes the key).
+const char* const kErase = "\x01erase";
+void edit_metadata(const std::string& from, const std::string& to,
+                   const std::map<std::string, std::string>& edits) {
+  SafetensorsFile f = SafetensorsFile::read(from);
+  std::vector<SafetensorsEntry> entries;
+  for (const SafetensorsTensor& t : f.tensors())
+    entries.push_back({t.name, t.dtype, t.shape, f.data(t), t.end - t.begin});
+  std::map<std::string, std::string> meta = f.metadata();
+  for (const auto& [key, value] : edits) {
+    if (value == kErase) meta.erase(key);
+    else meta[key] = value;
+  }
+  write_safetensors(to, entries, meta);
+}
+
+// A small classifier with momentum (so the checkpoint holds momentum buffers),
+// checkpointed in epoch 2 of 3 after 2 of its 4 steps (100 samples, batch 32).
+struct MetaFixture {
+  Config cfg = parse_config("name: meta\n"
+                            "data: {format: mnist}\n"
+                            "model:\n"
+                            "  loss: softmax_cross_entropy\n"
+                            "  layers: [{type: flatten}, {type: linear, out_features: 10}]\n"
+                            "training: {epochs: 3, batch_size: 32, momentum: 0.9}\n",
+                            "meta.yaml");
+  static constexpr int kTrainSize = 100;
+  std::unique_ptr<Model> build() const {
+    return Model::build(cfg, Impl::kCpu, sample_shape(DataFormat::kMnist), 10);
+  }
+  void save(const std::string& path) const {
+    auto m = build();
+    m->params().init(7);
+    TrainState st;
+    st.epoch = 1;
+    st.step = 2;
+    st.global_step = 6;
+    st.loss_sum = 3.5;
+    st.correct = 40;
+    save_checkpoint(path, *m, cfg, st, kTrainSize);
+  }
+};
+
+TEST(Run, BadCheckpointsMetadataIsCheckedFieldByField) {
+  testing::TempDir t;
+  MetaFixture fx;
+  const std::string good = t.file("good.safetensors");
+  fx.save(good);
+  {  // The untouched checkpoint resumes where it was written.
+    auto m = fx.build();
+    TrainState st;
+    load_checkpoint(good, *m, &fx.cfg, &st, MetaFixture::kTrainSize);
+    EXPECT_EQ(st.epoch, 1);
+    EXPECT_EQ(st.step, 2);
+    EXPECT_EQ(st.global_step, 6);
+    EXPECT_EQ(st.loss_sum, 3.5);
+    EXPECT_EQ(st.correct, 40);
+  }
+  struct Case {
+    std::map<std::string, std::string> edits;
+    std::string field, message;
+  };
+  const std::vector<Case> cases = {
+      {{{"epoch", "-3"}}, "epoch", "is -3, outside 0..3 (the run that wrote it had 3 epochs)"},
+      {{{"epoch", "4"}}, "epoch", "is 4, outside 0..3"},
+      {{{"epoch", "1x"}}, "epoch", "is '1x', not a decimal integer"},
+      {{{"epoch", " 1"}}, "epoch", "not a decimal integer"},
+      {{{"epoch", "+1"}}, "epoch", "not a decimal integer"},
+      {{{"epoch", ""}}, "epoch", "is '', not a decimal integer"},
+      {{{"epoch", kErase}}, "epoch", "is missing"},
+      {{{"step", "-1"}}, "step",
+       "is -1, outside 0..4 (100 samples in batches of 32 make 4 steps an epoch)"},
+      {{{"step", "5"}}, "step", "is 5, outside 0..4"},
+      {{{"epoch", "3"}, {"step", "1"}, {"global_step", "13"}}, "step",
+       "is 1 in epoch 4, after the last of the 3 epochs"},
+      {{{"global_step", "1180591620717411303424"}}, "global_step",
+       "is '1180591620717411303424', too large for a 64-bit integer"},
+      {{{"global_step", "9223372036854775807"}}, "global_step",
+       "is 9223372036854775807 but epoch 1 and step 2 make 6"},
+      {{{"global_step", "-6"}}, "global_step", "is -6, outside 0.."},
+      {{{"global_step", "7"}}, "global_step", "is 7 but epoch 1 and step 2 make 6"},
+      {{{"batch_size", "0"}}, "batch_size", "is 0, outside 1..1048576"},
+      {{{"train_size", "-100"}}, "train_size", "is -100, outside 1..2147483647"},
+      {{{"epochs", "0"}}, "epochs", "is 0, outside 1..1000000"},
+      {{{"seed", "-1"}}, "seed", "is '-1', not an integer from 0 to 18446744073709551615"},
+      {{{"seed", "18446744073709551616"}}, "seed", "not an integer from 0"},
+      {{{"shuffle", "yes"}}, "shuffle", "is 'yes', not true or false"},
+      {{{"momentum", "1"}}, "momentum", "is '1', not true or false"},
+      {{{"shuffle", std::string(500, 'x')}}, "shuffle",
+       "is '" + std::string(80, 'x') + "...', not true or false"},
+      {{{"epoch_loss_sum", "nan"}}, "epoch_loss_sum", "is 'nan', not a finite hex float"},
+      {{{"epoch_loss_sum", "0x1p+1024"}}, "epoch_loss_sum", "not a finite hex float"},
+      {{{"epoch_loss_sum", "3.5"}}, "epoch_loss_sum", "is '3.5', not a finite hex float"},
+      {{{"epoch_loss_sum", "0x1.cp+1 "}}, "epoch_loss_sum", "not a finite hex float"},
+      {{{"step", "0"}, {"global_step", "4"}}, "epoch_loss_sum",
+       "at step 0, where the epoch has summed nothing yet"},
+      {{{"epoch_correct", "0x1.8p+0"}}, "epoch_correct", "not a whole number from 0 to the 64"},
+      {{{"epoch_correct", "0x1.04p+6"}}, "epoch_correct", "(65), not a whole number"},
+      {{{"epoch_correct", "-0x1p+0"}}, "epoch_correct", "not a whole number"},
+  };
+  for (const Case& c : cases) {
+    std::string label;
+    for (const auto& [k, v] : c.edits) label += k + "=" + (v == kErase ? "(erased)" : v) + " ";
+    SCOPED_TRACE(label);
+    const std::string bad = t.file("bad.safetensors");
+    edit_metadata(good, bad, c.edits);
+    auto m = fx.build();
+    m->params().init(11);
+    std::vector<float> before(m->params().params().data<float>(),
+                              m->params().params().data<float>() + m->params().padded());
+    TrainState st;
+    try {
+      load_checkpoint(bad, *m, &fx.cfg, &st, MetaFixture::kTrainSize);
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      EXPECT_EQ(e.code(), ExitCode::kData) << msg;
+      EXPECT_EQ(msg.rfind(bad + ": checkpoint metadata '" + c.field + "' ", 0), 0u) << msg;
+      EXPECT_NE(msg.find(c.message), std::string::npos) << msg;
+      EXPECT_NE(msg.find("--init " + bad), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+    // Nothing was restored from the rejected file.
+    EXPECT_TRUE(std::equal(before.begin(), before.end(), m->params().params().data<float>()));
+    EXPECT_EQ(st.epoch, 0);
+    EXPECT_EQ(st.global_step, 0);
+  }
+  {  // Another format is not resumed (--init still takes its weights).
+    const std::string other = t.file("other.safetensors");
+    edit_metadata(good, other, {{"format", "hpmc-checkpoint-2"}});
+    auto m = fx.build();
+    TrainState st;
+    try {
+      load_checkpoint(other, *m, &fx.cfg, &st, MetaFixture::kTrainSize);
+      ADD_FAILURE() << "loaded";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("not an hpmc training checkpoint (format "
+                                           "'hpmc-checkpoint-2', expected 'hpmc-checkpoint-1')"),
+                std::string::npos) << e.what();
+    }
+    load_checkpoint(other, *m);
+  }
+}
+
+// The same checks through the command line: one line, exit code 4, before
+// any training; a finished run says so and leaves its directory untouched.
+TEST(Run, BadCheckpointsMetadataStopsAResume) {
+  NEED_FASHION();
+  testing::TempDir t;
+  const std::string args = "run configs/fashion_mlp.yaml --set data.train_limit=64 --set "
+                           "data.test_limit=64 --batch 32 --progress lines" + dirs(t, "m");
+  ASSERT_EQ(run_hpmc(args + "--epochs 1").code, 0);
+  const std::string ckpt = t.file("m_w/fashion_mlp.safetensors");
+  const std::string kept = t.file("kept.safetensors");
+  fs::copy_file(ckpt, kept);
+  const std::string metrics = slurp(t.file("m/metrics.csv"));
+
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"epoch", "-3"}, {"global_step", "1180591620717411303424"}, {"step", "-1"}}) {
+    SCOPED_TRACE(key + "=" + value);
+    edit_metadata(kept, ckpt, {{key, value}});
+    auto r = run_hpmc(args + "--epochs 3 --resume");
+    EXPECT_EQ(r.code, 4) << r.err;
+    EXPECT_EQ(r.err.rfind("hpmc: error: " + ckpt + ": checkpoint metadata '" + key + "' is ", 0),
+              0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.find("check `"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("epoch 1/3"), std::string::npos) << r.out;
+    EXPECT_EQ(slurp(t.file("m/metrics.csv")), metrics);
+  }
+
+  // The run asked for 1 epoch and has it: nothing to train, and it says so.
+  fs::copy_file(kept, ckpt, fs::copy_options::overwrite_existing);
+  auto done = run_hpmc(args + "--epochs 1 --resume");
+  EXPECT_EQ(done.code, 0) << done.err;
+  EXPECT_NE(done.out.find("run is complete: 1 of 1 epoch in " + ckpt +
+                          "; raise --epochs to train further\n"),
+            std::string::npos) << done.out;
+  EXPECT_EQ(done.out.find("training:"), std::string::npos) << done.out;
+  EXPECT_EQ(done.err, "");
+  EXPECT_EQ(slurp(t.file("m/metrics.csv")), metrics);
+  EXPECT_TRUE(slurp(ckpt) == slurp(kept));
+  // Raising --epochs trains the second epoch from there.
+  auto more = run_hpmc(args + "--epochs 2 --resume");
+  EXPECT_EQ(more.code, 0) << more.err;
+  EXPECT_NE(more.out.find("resuming from " + ckpt + " at epoch 2, step 0 (global step 2)"),
+            std::string::npos) << more.out;
+  EXPECT_NE(slurp(t.file("m/metrics.csv")).find("\n2,4,"), std::string::npos);
 }
 
 }  // namespace

@@ -163,6 +163,19 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
   if (o.resume) {
     load_checkpoint(ckpt, model, &cfg, &state, n_train);
     check_finite_weights(model, ckpt);
+    // Nothing to train: say so and leave the run directory as it is.
+    const int epochs = cfg.training.epochs;
+    if (state.epoch > epochs || (state.epoch == epochs && state.step > 0)) {
+      out << "run is complete: the checkpoint " << ckpt << " has trained " << state.epoch
+          << " epochs" << (state.step > 0 ? str(" and ", state.step, " steps") : "")
+          << ", more than the " << epochs << " asked for; raise --epochs to train further\n";
+      return;
+    }
+    if (state.epoch == epochs) {
+      out << "run is complete: " << epochs << " of " << epochs << " epoch"
+          << (epochs == 1 ? "" : "s") << " in " << ckpt << "; raise --epochs to train further\n";
+      return;
+    }
     out << "resuming from " << ckpt << " at epoch " << state.epoch + 1 << ", step " << state.step
         << " (global step " << state.global_step << ")\n";
   } else if (!o.init.empty()) {

@@ -21,9 +21,30 @@ enum class ExitCode : int {
   kInterrupted = 130 // SIGINT / SIGTERM
 };
 
+// `c` as \xNN, appended to `out`.
+inline void append_hex_escape(std::string& out, unsigned char c) {
+  static const char kHex[] = "0123456789abcdef";
+  out += "\\x";
+  out += kHex[c >> 4];
+  out += kHex[c & 15];
+}
+
+// `s` with its control characters (a line break in a YAML key, a tab in a
+// file's header) written as \xNN: what every Error's message goes through, so
+// that it is one line whatever text from a file or command line it quotes.
+inline std::string one_line(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c != 0x7f) out += ch;
+    else append_hex_escape(out, c);
+  }
+  return out;
+}
+
 class Error : public std::runtime_error {
  public:
-  Error(ExitCode code, const std::string& msg) : std::runtime_error(msg), code_(code) {}
+  Error(ExitCode code, const std::string& msg) : std::runtime_error(one_line(msg)), code_(code) {}
   ExitCode code() const { return code_; }
 
  private:
@@ -57,6 +78,19 @@ std::string str(const Args&... args) {
   std::ostringstream os;
   (os << ... << args);
   return os.str();
+}
+
+// Text from a file or a command line, fit to go inside a one-line message:
+// bytes outside printable ASCII (newlines, control characters, UTF-8) become
+// \xNN, and text longer than max_chars is cut there and ends in "...".
+inline std::string printable(const std::string& text, size_t max_chars = 80) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < max_chars; ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) out += char(c);
+    else append_hex_escape(out, c);
+  }
+  return text.size() > max_chars ? out + "..." : out;
 }
 
 // Internal invariant check: a failure here is a bug in hpmc, not bad input.

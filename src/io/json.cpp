@@ -363,4 +363,10 @@ bool is_valid_utf8(std::string_view s) {
   return true;
 }
 
+bool is_printable_utf8(std::string_view s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
+  return is_valid_utf8(s);
+}
+
 }  // namespace hpmc

@@ -82,5 +82,8 @@ std::string json_quote(std::string_view s);
 
 // Well-formed UTF-8: no overlong forms, surrogates or code points > U+10FFFF.
 bool is_valid_utf8(std::string_view s);
+// Well-formed UTF-8 without ASCII control characters (U+0000..U+001F, U+007F):
+// text fit to name a run, a layer or a tensor.
+bool is_printable_utf8(std::string_view s);
 
 }  // namespace hpmc

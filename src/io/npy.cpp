@@ -80,7 +80,7 @@ class HeaderParser {
         a.shape = int_tuple();
         have_shape = true;
       } else {
-        bad(path_, str("unexpected header key '", key, "'"));
+        bad(path_, str("unexpected header key '", printable(key), "'"));
       }
       if (!peek('}')) expect(',');
     }
@@ -154,7 +154,7 @@ int64_t item_size(const std::string& path, const std::string& descr) {
   bool ok = descr.size() >= 3 && std::string("<>|=").find(descr[0]) != std::string::npos &&
             std::isalpha(static_cast<unsigned char>(descr[1])) &&
             descr.find_first_not_of("0123456789", 2) == std::string::npos && descr.size() <= 12;
-  if (!ok) bad(path, str("unsupported dtype '", descr, "'"));
+  if (!ok) bad(path, str("unsupported dtype '", printable(descr), "'"));
   int64_t size = std::stoll(descr.substr(2));
   return descr[1] == 'U' ? 4 * size : size;
 }

@@ -1,8 +1,11 @@
 #include "model/checkpoint.h"
 
+#include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -28,20 +31,139 @@ std::string dims_str(const std::vector<int64_t>& d) {
 
 std::vector<int64_t> dims64(const std::vector<int>& d) { return {d.begin(), d.end()}; }
 
-double parse_double(const std::string& path, const std::string& key, const std::string& v) {
-  char* end = nullptr;
-  double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0')
-    throw DataError(str(path, ": checkpoint metadata '", key, "' is '", v, "', not a number"));
-  return d;
-}
+// What a resume needs from the metadata, each field read strictly.
+struct ResumeMeta {
+  uint64_t seed = 0;
+  int batch_size = 0, train_size = 0, epochs = 0, epoch = 0, step = 0;
+  int64_t global_step = 0;
+  bool shuffle = false, momentum = false;
+  double loss_sum = 0, correct = 0;
+};
 
-long long parse_int(const std::string& path, const std::string& key, const std::string& v) {
-  char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0')
-    throw DataError(str(path, ": checkpoint metadata '", key, "' is '", v, "', not an integer"));
-  return x;
+// Reads the metadata fields of a training checkpoint. Every failure names the
+// file and the field, and quotes the value cut short and escaped; a bad field
+// means a damaged or edited file, so the remedy is another checkpoint or a
+// fresh start from the weights.
+class MetaReader {
+ public:
+  MetaReader(const std::string& path, const CheckpointMeta& meta) : path_(path), meta_(meta) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw DataError(str(path_, ": checkpoint metadata '", key, "' ", what,
+                        "; the file is damaged or was edited: resume from an intact checkpoint, "
+                        "or start a new run from its weights with --init ", path_));
+  }
+
+  const std::string& text(const std::string& key) const {
+    auto it = meta_.values.find(key);
+    if (it == meta_.values.end()) fail(key, "is missing");
+    return it->second;
+  }
+
+  // A decimal integer in [lo, hi]: an optional '-' and digits, nothing else.
+  int64_t integer(const std::string& key, int64_t lo, int64_t hi,
+                  const std::string& range_why = "") const {
+    const std::string& v = text(key);
+    const bool neg = !v.empty() && v[0] == '-';
+    const size_t first = neg ? 1 : 0;
+    bool ok = v.size() > first;
+    int64_t x = 0;
+    for (size_t i = first; ok && i < v.size(); ++i) {
+      int d = v[i] - '0';
+      ok = d >= 0 && d <= 9 && !__builtin_mul_overflow(x, 10, &x) &&
+           !__builtin_add_overflow(x, neg ? -d : d, &x);
+    }
+    if (!ok) {
+      bool digits = v.size() > first && v.find_first_not_of("0123456789", first) == v.npos;
+      fail(key, str("is '", printable(v), "', ",
+                    digits ? "too large for a 64-bit integer" : "not a decimal integer"));
+    }
+    if (x < lo || x > hi)
+      fail(key, str("is ", x, ", outside ", lo, "..", hi, range_why.empty() ? "" : " (",
+                    range_why, range_why.empty() ? "" : ")"));
+    return x;
+  }
+
+  uint64_t unsigned64(const std::string& key) const {
+    const std::string& v = text(key);
+    bool ok = !v.empty();
+    uint64_t x = 0;
+    for (size_t i = 0; ok && i < v.size(); ++i) {
+      unsigned d = unsigned(v[i] - '0');
+      ok = d <= 9 && !__builtin_mul_overflow(x, 10u, &x) && !__builtin_add_overflow(x, d, &x);
+    }
+    if (!ok)
+      fail(key, str("is '", printable(v), "', not an integer from 0 to 18446744073709551615"));
+    return x;
+  }
+
+  bool boolean(const std::string& key) const {
+    const std::string& v = text(key);
+    if (v != "true" && v != "false") fail(key, str("is '", printable(v), "', not true or false"));
+    return v == "true";
+  }
+
+  // An exact hex float as hpmc writes them (printf's %a), finite.
+  double hexfloat(const std::string& key) const {
+    const std::string& v = text(key);
+    const size_t sign = !v.empty() && v[0] == '-' ? 1 : 0;
+    char* end = nullptr;
+    double d = v.compare(sign, 2, "0x") == 0 ? std::strtod(v.c_str(), &end) : 0;
+    if (!end || *end != '\0' || !std::isfinite(d))
+      fail(key, str("is '", printable(v), "', not a finite hex float such as 0x1.8p+3"));
+    return d;
+  }
+
+ private:
+  const std::string& path_;
+  const CheckpointMeta& meta_;
+};
+
+// Every field of a training checkpoint's metadata, each in its range, and
+// the training position consistent with itself: step within an epoch of
+// train_size samples in batches of batch_size, global_step the steps before
+// it, and the partial sums of an epoch that has taken `step` steps.
+ResumeMeta read_resume_meta(const std::string& path, const CheckpointMeta& meta) {
+  MetaReader r(path, meta);
+  if (meta.get("format") != kFormat)
+    throw DataError(str(path, ": not an hpmc training checkpoint (format '",
+                        printable(meta.get("format")),
+                        "', expected '", kFormat, "'); use --init to start a new run from its "
+                        "weights"));
+  ResumeMeta m;
+  m.seed = r.unsigned64("seed");
+  m.batch_size = int(r.integer("batch_size", 1, 1 << 20));
+  m.shuffle = r.boolean("shuffle");
+  m.momentum = r.boolean("momentum");
+  m.train_size = int(r.integer("train_size", 1, std::numeric_limits<int>::max()));
+  m.epochs = int(r.integer("epochs", 1, 1000000));
+  m.epoch = int(r.integer("epoch", 0, m.epochs,
+                          str("the run that wrote it had ", m.epochs, " epochs")));
+  // The trainer's steps_per_epoch: the last, partial batch is a step too.
+  const int bs = std::min(m.batch_size, m.train_size);
+  const int steps = int((int64_t(m.train_size) + bs - 1) / bs);
+  const std::string epoch_is = str(m.train_size, " samples in batches of ", bs, " make ", steps,
+                                   " steps an epoch");
+  m.step = int(r.integer("step", 0, steps, epoch_is));
+  if (m.epoch == m.epochs && m.step != 0)
+    r.fail("step", str("is ", m.step, " in epoch ", m.epoch + 1, ", after the last of the ",
+                       m.epochs, " epochs of the run that wrote it"));
+  const int64_t expected = int64_t(m.epoch) * steps + m.step;
+  m.global_step = r.integer("global_step", 0, std::numeric_limits<int64_t>::max());
+  if (m.global_step != expected)
+    r.fail("global_step", str("is ", m.global_step, " but epoch ", m.epoch, " and step ", m.step,
+                              " make ", expected, " (", epoch_is, ")"));
+  m.loss_sum = r.hexfloat("epoch_loss_sum");
+  m.correct = r.hexfloat("epoch_correct");
+  const int64_t seen = std::min<int64_t>(int64_t(m.step) * bs, m.train_size);
+  if (m.step == 0 && m.loss_sum != 0)
+    r.fail("epoch_loss_sum", str("is ", printable(meta.get("epoch_loss_sum")),
+                                 " at step 0, where the epoch has summed nothing yet"));
+  if (m.correct < 0 || m.correct > double(seen) || m.correct != std::floor(m.correct))
+    r.fail("epoch_correct", str("is ", printable(meta.get("epoch_correct")), " (", m.correct,
+                                "), not a whole number from 0 to the ", seen,
+                                " samples the epoch has seen by step ", m.step));
+  return m;
 }
 
 }  // namespace
@@ -112,48 +234,52 @@ CheckpointMeta load_checkpoint(const std::string& path, Model& model, const Conf
                           "; the checkpoint was written for another architecture"));
   }
   const bool want_state = state != nullptr;
-  const bool has_momentum = meta.get("momentum") == "true";
+  ResumeMeta rm;
   if (want_state) {
     HPMC_CHECK(cfg != nullptr, "resuming needs the config");
-    if (meta.get("format") != kFormat)
-      throw DataError(str(path, ": not an hpmc training checkpoint (format '", meta.get("format"),
-                          "'); use --init to start a new run from its weights"));
-    auto must_match = [&](const char* key, const std::string& now, const char* cfg_key) {
-      if (meta.get(key) != now)
+    rm = read_resume_meta(path, meta);
+    auto must_match = [&](bool same, const char* cfg_key, const std::string& then,
+                          const std::string& now) {
+      if (!same)
         throw ConfigError(str("cannot resume from ", path, ": it was written with ", cfg_key, " ",
-                              meta.get(key), " but this run has ", now,
+                              then, " but this run has ", now,
                               "; restore the setting, or start a new run from its weights with "
                               "--init ", path));
     };
-    must_match("seed", std::to_string(cfg->training.seed), "training.seed");
-    must_match("batch_size", std::to_string(cfg->training.batch_size), "training.batch_size");
-    must_match("shuffle", cfg->training.shuffle ? "true" : "false", "training.shuffle");
-    must_match("train_size", std::to_string(train_size), "a training set of size");
-    if ((cfg->training.momentum > 0) != has_momentum)
+    const TrainingConfig& tc = cfg->training;
+    must_match(rm.seed == tc.seed, "training.seed", meta.get("seed"), std::to_string(tc.seed));
+    must_match(rm.batch_size == tc.batch_size, "training.batch_size", meta.get("batch_size"),
+               std::to_string(tc.batch_size));
+    must_match(rm.shuffle == tc.shuffle, "training.shuffle", meta.get("shuffle"),
+               tc.shuffle ? "true" : "false");
+    must_match(rm.train_size == train_size, "a training set of size", meta.get("train_size"),
+               std::to_string(train_size));
+    if ((tc.momentum > 0) != rm.momentum)
       throw ConfigError(str("cannot resume from ", path, ": it was written with momentum ",
-                            has_momentum ? "on" : "off", " but this run has training.momentum ",
-                            cfg->training.momentum, "; use --init ", path, " instead"));
+                            rm.momentum ? "on" : "off", " but this run has training.momentum ",
+                            tc.momentum, "; use --init ", path, " instead"));
   }
 
+  // Every tensor is read (and so checked) before the model changes.
   Tensor host = Tensor::zeros(ps.params().shape());
   for (const auto& e : ps.entries())
     f.copy_to(e.name, "F32", dims64(e.dims), host.data<float>() + e.offset);
+  const bool restore_momentum = want_state && rm.momentum;
+  Tensor mom = restore_momentum ? Tensor::zeros(ps.momentum().shape()) : Tensor();
+  if (restore_momentum)
+    for (const auto& e : ps.entries())
+      f.copy_to(kMomentumPrefix + e.name, "F32", dims64(e.dims), mom.data<float>() + e.offset);
+
   ps.params().copy_from(host);
   ps.grads().fill_zero();
   ps.momentum().fill_zero();
-
+  if (restore_momentum) ps.momentum().copy_from(mom);
   if (want_state) {
-    if (has_momentum) {
-      Tensor m = Tensor::zeros(ps.momentum().shape());
-      for (const auto& e : ps.entries())
-        f.copy_to(kMomentumPrefix + e.name, "F32", dims64(e.dims), m.data<float>() + e.offset);
-      ps.momentum().copy_from(m);
-    }
-    state->epoch = int(parse_int(path, "epoch", meta.get("epoch")));
-    state->step = int(parse_int(path, "step", meta.get("step")));
-    state->global_step = parse_int(path, "global_step", meta.get("global_step"));
-    state->loss_sum = parse_double(path, "epoch_loss_sum", meta.get("epoch_loss_sum"));
-    state->correct = parse_double(path, "epoch_correct", meta.get("epoch_correct"));
+    state->epoch = rm.epoch;
+    state->step = rm.step;
+    state->global_step = rm.global_step;
+    state->loss_sum = rm.loss_sum;
+    state->correct = rm.correct;
     state->epoch_seconds = 0;
   }
   return meta;

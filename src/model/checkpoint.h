@@ -33,7 +33,10 @@ void save_checkpoint(const std::string& path, const Model& model, const Config& 
 // Load the weights into `model`, checking that every parameter is present
 // with its shape (the first mismatch is named with both shapes). With
 // `state` non-null, also restore the momentum and the training position,
-// checking that the run can continue exactly (same seed, batch, data size).
+// checking that the run can continue exactly (same seed, batch, data size)
+// and that every metadata field is well formed, in its range and consistent
+// with the others (DataError naming the file and the field), all before the
+// model changes.
 CheckpointMeta load_checkpoint(const std::string& path, Model& model, const Config* cfg = nullptr,
                                TrainState* state = nullptr, int train_size = -1);
 

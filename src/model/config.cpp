@@ -103,6 +103,12 @@ MapReader::MapReader(const YAML::Node& node, std::string path, const ConfigSourc
     throw ConfigError(str(src_.where(node_, path_), ": ", path_.empty() ? "the document" : path_,
                           " must be a mapping of keys to values, got ", scalar_text(node_)));
   }
+  // YAML allows a list or a mapping as a key ("? [a, b]: 1"); a config does not.
+  for (auto it = node_.begin(); it != node_.end(); ++it)
+    if (it->first.IsSequence() || it->first.IsMap())
+      throw ConfigError(str(src_.where(it->first, path_), ": ",
+                            path_.empty() ? "the document" : path_, " has a key that is ",
+                            scalar_text(it->first), "; keys must be plain names"));
 }
 
 std::string MapReader::key_path(const std::string& key) const {

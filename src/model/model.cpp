@@ -8,6 +8,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/profiler.h"
+#include "io/json.h"
 #include "model/memory.h"
 #include "model/registry.h"
 
@@ -49,6 +50,8 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
     LayerContext ctx;
     ctx.name = keys.get_string("name", str(type, ln.index + 1));
     if (ctx.name.empty()) keys.fail("name", "must not be empty");
+    if (!is_printable_utf8(ctx.name))  // it names the layer's tensors in checkpoints
+      keys.fail("name", str("must be printable UTF-8 text, got '", printable(ctx.name), "'"));
     if (!names.insert(ctx.name).second)
       keys.fail("name", str("layer name '", ctx.name, "' is used twice; names must be unique"));
     const bool own_impl = keys.has("impl");
