@@ -1,5 +1,7 @@
 #include "core/threads.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <thread>
 
@@ -12,6 +14,24 @@
 extern "C" void openblas_set_num_threads(int);
 
 namespace hpmc {
+
+void prefer_passive_waits(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
+  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  // No /proc (or no exec): this process keeps the runtime's default waits.
+  unsetenv("OMP_WAIT_POLICY");
+}
+
+std::string wait_policy_description() {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  std::string s;
+  if (policy) s += std::string("OMP_WAIT_POLICY=") + policy;
+  if (spin) s += std::string(s.empty() ? "" : ", ") + "GOMP_SPINCOUNT=" + spin;
+  if (s.empty()) return "the OpenMP runtime's default (spins before it sleeps)";
+  return s;
+}
 
 int configure_threads(int n) {
   openblas_set_num_threads(1);
