@@ -93,5 +93,33 @@ TEST(Setup, WithSudoSaysWhatItInstalls) {
       << r.out;
 }
 
+// One test's block of CTest's LastTest.log, as gtest_discover_tests writes it.
+std::string ctest_block(int i, const std::string& name, const std::string& body) {
+  std::string n = std::to_string(i) + "/3 ";
+  return n + "Testing: " + name + "\n" + n + "Test: " + name + "\n" +
+         "Command: \"hpmc_tests\" \"--gtest_filter=" + name + "\"\nOutput:\n" +
+         "----------------------------------------------------------\n" + "[ RUN      ] " +
+         name + "\n" + body + "<end of output>\nTest time =   0.01 sec\n" +
+         "----------------------------------------------------------\n\n";
+}
+
+TEST(TestScript, ListsEachSkippedTestWithItsReason) {
+  testing::TempDir tmp;
+  std::ofstream(tmp.file("LastTest.log"))
+      << ctest_block(1, "Gpu.A",
+                     "tests/a.cpp:9: Skipped\nno CUDA device\n[  SKIPPED ] Gpu.A (0 ms)\n")
+      << ctest_block(2, "Ok.B", "[       OK ] Ok.B (1 ms)\n")
+      << ctest_block(3, "Real.C",
+                     "tests/c.cpp:5: Skipped\nno MNIST in data/mnist;\nset HPMC_MNIST_DIR\n"
+                     "[  SKIPPED ] Real.C (0 ms)\n");
+  Result r = run_in_source("scripts/skipped-tests '" + tmp.file("LastTest.log") + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "2 tests skipped:\n"
+            "* no CUDA device (1):\n    Gpu.A\n"
+            "* no MNIST in data/mnist; set HPMC_MNIST_DIR (1):\n    Real.C\n")
+      << r.out;
+}
+
 }  // namespace
 }  // namespace hpmc
