@@ -76,14 +76,46 @@ TEST(Run, WritesTheRunDirectoryAndRefusesToClobberIt) {
   // A second run into the same place is refused, with remedies that work.
   auto again = run_hpmc("run " + kSmall + dirs(t, "a"));
   EXPECT_EQ(again.code, 2);
-  EXPECT_NE(again.err.find("already holds a run; continue it with --resume, or replace it with "
-                           "--overwrite"), std::string::npos) << again.err;
+  EXPECT_EQ(again.err, "hpmc: error: " + t.file("a") + " already holds a run (and " +
+                           t.file("a_w/fashion_ae.safetensors") + " its checkpoint); continue it "
+                           "with --resume, replace it with --overwrite, or keep it and start "
+                           "another with a new --out and --weights-dir\n");
   auto over = run_hpmc("run " + kSmall + "--epochs 1 --overwrite" + dirs(t, "a"));
   EXPECT_EQ(over.code, 0) << over.err;
   EXPECT_EQ(slurp(t.file("a/metrics.csv")).find("\n2,"), std::string::npos);
   // Resuming a finished run has nothing left to do but succeeds.
   auto res = run_hpmc("run " + kSmall + "--epochs 1 --resume" + dirs(t, "a"));
   EXPECT_EQ(res.code, 0) << res.err;
+}
+
+// The README's command run a second time, from a directory of its own, with
+// the default runs/<name> and weights/: the error gives a run name whose
+// directory and checkpoint are both free, and that name works.
+TEST(Run, ASecondRunOfTheSameConfigIsToldHowToStartAnother) {
+  testing::TempDir t;
+  const std::string run = "run " + testing::source_dir() + "/configs/fashion_mlp.yaml --set "
+                          "data.synthetic=true --set data.train_limit=64 --set "
+                          "data.test_limit=64 --progress quiet";
+  const std::string here = "cd '" + t.path().string() + "' &&";
+  ASSERT_EQ(testing::run_hpmc_via(here, run).code, 0);
+  auto again = testing::run_hpmc_via(here, run);
+  EXPECT_EQ(again.code, 2);
+  EXPECT_EQ(again.err, "hpmc: error: runs/fashion_mlp already holds a run (and "
+                       "weights/fashion_mlp.safetensors its checkpoint); continue it with "
+                       "--resume, replace it with --overwrite, or keep it and start another "
+                       "with --set name=fashion_mlp-2 (a new runs/fashion_mlp-2 and "
+                       "weights/fashion_mlp-2.safetensors)\n");
+  auto second = testing::run_hpmc_via(here, run + " --set name=fashion_mlp-2");
+  EXPECT_EQ(second.code, 0) << second.err;
+  EXPECT_TRUE(fs::exists(t.file("weights/fashion_mlp-2.safetensors")));
+  // Only the checkpoint left behind: the next free name is offered.
+  fs::remove_all(t.file("runs/fashion_mlp"));
+  auto third = testing::run_hpmc_via(here, run);
+  EXPECT_EQ(third.code, 2);
+  EXPECT_EQ(third.err, "hpmc: error: weights/fashion_mlp.safetensors holds the checkpoint of an "
+                       "earlier run; continue it with --resume, replace it with --overwrite, or "
+                       "keep it and start another with --set name=fashion_mlp-3 (a new "
+                       "runs/fashion_mlp-3 and weights/fashion_mlp-3.safetensors)\n");
 }
 
 TEST(Run, ResolvedConfigRunsAgain) {
