@@ -253,6 +253,9 @@ TEST(Run, InitEvalReconAndFeatures) {
   // eval reproduces the run's own test loss from the checkpoint.
   auto e = run_hpmc("eval configs/fashion_ae.yaml --weights " + w + limits);
   ASSERT_EQ(e.code, 0) << e.err;
+  // Only the test set is read.
+  EXPECT_NE(e.out.find(": 96 test samples\n"), std::string::npos) << e.out;
+  EXPECT_EQ(e.out.find(" train"), std::string::npos) << e.out;
   std::string csv = slurp(t.file("a/metrics.csv"));
   std::string row = csv.substr(csv.find("\n1,20,") + 1);
   std::vector<std::string> f;
@@ -282,6 +285,19 @@ TEST(Run, InitEvalReconAndFeatures) {
   auto fe = run_hpmc("features configs/fashion_ae.yaml --weights " + w + " --split test --format both --out " +
                      t.file("f") + limits);
   ASSERT_EQ(fe.code, 0) << fe.err;
+  EXPECT_NE(fe.out.find(": 96 test samples\n"), std::string::npos) << fe.out;
+  // Every file written is named with its directory.
+  EXPECT_NE(fe.out.find("-> " + t.file("f/features_test.csv") + ", " +
+                        t.file("f/features_test.npy") + ", " + t.file("f/labels_test.npy") + "\n"),
+            std::string::npos)
+      << fe.out;
+  // The CSV's size, estimated on the first batch (32 rows), is within 10%.
+  const std::string about = "features_test.csv will take about ";
+  ASSERT_NE(fe.out.find(about), std::string::npos) << fe.out;
+  std::string est = fe.out.substr(fe.out.find(about) + about.size());
+  double est_bytes = std::stod(est) * (est.find(" KB") < est.find('\n') ? 1e3 : 1e6);
+  double real_bytes = double(fs::file_size(t.file("f/features_test.csv")));
+  EXPECT_NEAR(est_bytes, real_bytes, 0.1 * real_bytes) << fe.out;
   NpyArray feats = read_npy(t.file("f/features_test.npy"));
   NpyArray labels = read_npy(t.file("f/labels_test.npy"));
   ASSERT_EQ(feats.shape, (std::vector<int64_t>{96, 784}));
