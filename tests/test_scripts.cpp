@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "cli_runner.h"
+#include "io/npy.h"
 
 namespace hpmc {
 namespace {
@@ -119,6 +121,38 @@ TEST(TestScript, ListsEachSkippedTestWithItsReason) {
             "* no CUDA device (1):\n    Gpu.A\n"
             "* no MNIST in data/mnist; set HPMC_MNIST_DIR (1):\n    Real.C\n")
       << r.out;
+}
+
+// tools/svm.py on two separable classes: a progress line per stage, each with
+// its elapsed time, in order.
+TEST(SvmScript, PrintsEachStageWithItsTime) {
+  const std::string py = testing::python_with_numpy();
+  if (py.empty() || std::system((py + " -c 'import sklearn' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "python3 with numpy and scikit-learn is not installed "
+                    "(python3-numpy python3-sklearn)";
+  testing::TempDir t;
+  for (const char* split : {"train", "test"}) {
+    std::vector<float> x(40 * 3);
+    std::vector<int32_t> y(40);
+    for (int i = 0; i < 40; ++i) {
+      y[size_t(i)] = i % 2;
+      for (int j = 0; j < 3; ++j) x[size_t(i * 3 + j)] = float(y[size_t(i)] * 4 + (i * j) % 3);
+    }
+    write_npy(t.file(std::string("features_") + split + ".npy"), x.data(), {40, 3});
+    write_npy(t.file(std::string("labels_") + split + ".npy"), y.data(), {40});
+  }
+  Result r = run_in_source(py + " tools/svm.py '" + t.path().string() + "'");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  size_t at = 0;
+  for (const char* stage : {"] loading ", "features_train.npy", "] loading ", "features_test.npy",
+                            "] features: 40 train, 40 test, 3 values each", "] scaling ",
+                            "] fitting a linear SVM", "] fitted in ", "test accuracy 100.00%"}) {
+    size_t next = r.out.find(stage, at);
+    ASSERT_NE(next, std::string::npos) << stage << " after offset " << at << ":\n" << r.out;
+    at = next;
+  }
+  EXPECT_EQ(r.out.rfind("[", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(" s] "), std::string::npos) << r.out;
 }
 
 }  // namespace
