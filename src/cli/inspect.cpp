@@ -98,7 +98,7 @@ void export_split(Model& model, const Dataset& d, const std::string& split, cons
   for (size_t j = 0; j < dim; ++j) header += ",f" + std::to_string(j);
   header += "\n";
   // Size check before writing anything. A CSV value takes 2 bytes ("0,") to
-  // 15 ("-1.23456791e-05,"), so the rows' size is measured on the first
+  // 16 ("-1.23456791e-05,"), so the rows' size is measured on the first
   // batch and scaled to the split.
   double csv_bytes = 0;
   if (csv && n > 0) {
