@@ -81,6 +81,15 @@ TEST(Cli, ThreadsWaitPassivelyUnlessTheUserChose) {
   EXPECT_NE(r.out.find("thread waits : GOMP_SPINCOUNT=1234"), std::string::npos) << r.out;
 }
 
+// Threads default to the cores hpmc may run on, not all the machine's.
+TEST(Cli, ThreadsDefaultToTheCoresItMayRunOn) {
+  if (std::system("taskset -c 0 true >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "taskset (util-linux) is not installed";
+  Result r = testing::run_hpmc_via("env -u OMP_NUM_THREADS taskset -c 0", "info");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("CPU threads  : 1 "), std::string::npos) << r.out;
+}
+
 TEST(Cli, MissingConfigArgument) {
   Result r = hpmc("run");
   EXPECT_EQ(r.code, 2);

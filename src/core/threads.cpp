@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <thread>
 
 #include "core/sgemm.h"
 
@@ -41,7 +40,9 @@ int configure_threads(int n) {
     const char* env = std::getenv("OMP_NUM_THREADS");
     n = env ? std::atoi(env) : 0;
   }
-  if (n <= 0) n = int(std::thread::hardware_concurrency());
+  // The CPUs this process may run on (taskset, cpusets), not all the
+  // machine's: more threads than those would take turns on them.
+  if (n <= 0) n = omp_get_num_procs();
   if (n <= 0) n = 1;
   omp_set_num_threads(n);
   return n;

@@ -24,7 +24,8 @@ void prefer_passive_waits(char** argv);
 // The waiting policy in effect, for `hpmc info`: "passive (OMP_WAIT_POLICY=passive)".
 std::string wait_policy_description();
 
-// Set the OpenMP thread count (n <= 0: OMP_NUM_THREADS or all cores) and pin
+// Set the OpenMP thread count (n <= 0: OMP_NUM_THREADS, else the cores this
+// process may run on, which taskset and cpusets limit) and pin
 // OpenBLAS to a single thread. Returns the thread count in use.
 int configure_threads(int n = 0);
 int num_threads();
