@@ -6,8 +6,8 @@
 //
 // OpenMP's threads wait for work between parallel regions. libgomp's default
 // spins 300,000 turns before sleeping, and hpmc's steps are many short
-// regions, so its threads spin most of the time they wait: beside a busy
-// process that takes the CPU the working threads need. hpmc therefore runs
+// regions, so its threads spend their waits spinning: beside a busy process,
+// that takes the CPU the working threads need (docs/PERFORMANCE.md). hpmc therefore runs
 // with passive waits (OMP_WAIT_POLICY=passive) unless the user chose a policy.
 #pragma once
 
@@ -21,7 +21,7 @@ namespace hpmc {
 // main. Call it first thing in main. Returns only when nothing was to be done
 // or the exec failed (then the runtime's own waits stay in effect).
 void prefer_passive_waits(char** argv);
-// The waiting policy in effect, for `hpmc info`: "passive (OMP_WAIT_POLICY=passive)".
+// The waiting policy in effect, for `hpmc info`: "OMP_WAIT_POLICY=passive".
 std::string wait_policy_description();
 
 // Set the OpenMP thread count (n <= 0: OMP_NUM_THREADS, else the cores this
