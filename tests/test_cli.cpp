@@ -50,6 +50,46 @@ TEST(Cli, InfoDescribesTheBuild) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 
+// libgomp prints its settings at start-up with OMP_DISPLAY_ENV=verbose; hpmc
+// re-executes itself with passive waits, so the last block printed is the one
+// in effect.
+std::string last_spincount(const std::string& err) {
+  const std::string key = "GOMP_SPINCOUNT = '";
+  size_t at = err.rfind(key);
+  if (at == std::string::npos) return "";
+  at += key.size();
+  return err.substr(at, err.find('\'', at) - at);
+}
+
+TEST(Cli, ThreadsWaitPassivelyUnlessTheUserChose) {
+  const std::string clean = "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=verbose";
+  Result r = testing::run_hpmc("info", clean);
+  ASSERT_EQ(r.code, 0) << r.err;
+  if (last_spincount(r.err).empty())
+    GTEST_SKIP() << "the OpenMP runtime is not libgomp (OMP_DISPLAY_ENV shows no GOMP_SPINCOUNT)";
+  EXPECT_EQ(last_spincount(r.err), "0") << r.err;
+  EXPECT_NE(r.out.find("thread waits : OMP_WAIT_POLICY=passive"), std::string::npos) << r.out;
+
+  // A policy or spin count the user set is left alone.
+  r = testing::run_hpmc("info", clean + " OMP_WAIT_POLICY=active");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(last_spincount(r.err), "0") << r.err;
+  EXPECT_NE(r.out.find("thread waits : OMP_WAIT_POLICY=active"), std::string::npos) << r.out;
+  r = testing::run_hpmc("info", clean + " GOMP_SPINCOUNT=1234");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(last_spincount(r.err), "1234") << r.err;
+  EXPECT_NE(r.out.find("thread waits : GOMP_SPINCOUNT=1234"), std::string::npos) << r.out;
+}
+
+// Threads default to the cores hpmc may run on, not all the machine's.
+TEST(Cli, ThreadsDefaultToTheCoresItMayRunOn) {
+  if (std::system("taskset -c 0 true >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "taskset (util-linux) is not installed";
+  Result r = testing::run_hpmc_via("env -u OMP_NUM_THREADS taskset -c 0", "info");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("CPU threads  : 1 "), std::string::npos) << r.out;
+}
+
 TEST(Cli, MissingConfigArgument) {
   Result r = hpmc("run");
   EXPECT_EQ(r.code, 2);

@@ -656,22 +656,9 @@ TEST(RealData, FashionMnist) {
 }
 
 TEST(RealData, MnistTestDigits) {
-  // The shared data sits beside the main checkout; a git worktree under
-  // wt/ is one level deeper.
-  std::string dir;
-  for (const char* rel : {"/../shared/data/mnist", "/../../shared/data/mnist"}) {
-    std::string d = testing::source_dir() + rel;
-    if (fs::exists(d + "/t10k-images-idx3-ubyte") || fs::exists(d + "/t10k-images-idx3-ubyte.gz")) {
-      dir = d;
-      break;
-    }
-  }
-  if (dir.empty())
-    GTEST_SKIP() << "no MNIST t10k files in " << testing::source_dir() << "/../shared/data/mnist";
-  auto pick = [&](const std::string& name) {
-    return fs::exists(dir + "/" + name) ? dir + "/" + name : dir + "/" + name + ".gz";
-  };
-  Dataset d = load_mnist(pick("t10k-images-idx3-ubyte"), pick("t10k-labels-idx1-ubyte"));
+  testing::MnistTestFiles f = testing::mnist_test_files();
+  if (f.images.empty()) GTEST_SKIP() << f.looked;
+  Dataset d = load_mnist(f.images, f.labels);
   EXPECT_EQ(d.size(), 10000);
   EXPECT_EQ(d.sample_shape(), Shape(1, 1, 28, 28));
   expect_all_classes(d);

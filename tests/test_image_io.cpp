@@ -274,6 +274,17 @@ TEST(PlotTicks, NiceValuesOnKnownRanges) {
   expect_values(nice_ticks(0, 0, 4), {-1, -0.5, 0, 0.5, 1});
 }
 
+// Epochs are whole numbers: a short run's axis gets no tick at 1.5.
+TEST(PlotTicks, AWholeNumberAxisHasWholeNumberTicks) {
+  expect_values(nice_ticks(1, 2, 8), {1, 1.2, 1.4, 1.6, 1.8, 2});
+  AxisTicks t = nice_ticks(1, 2, 8, 1);
+  expect_values(t, {1, 2});
+  EXPECT_EQ(t.labels, (std::vector<std::string>{"1", "2"}));
+  expect_values(nice_ticks(1, 3, 10, 1), {1, 2, 3});
+  expect_values(nice_ticks(1, 1, 4, 1), {0, 1, 2});  // one epoch
+  expect_values(nice_ticks(1, 100, 5, 1), {0, 20, 40, 60, 80, 100});
+}
+
 TEST(PlotTicks, PropertiesOnRandomRanges) {
   Rng rng(7);
   for (int trial = 0; trial < 500; ++trial) {

@@ -82,14 +82,46 @@ TEST(Run, WritesTheRunDirectoryAndRefusesToClobberIt) {
   // A second run into the same place is refused, with remedies that work.
   auto again = run_hpmc("run " + kSmall + dirs(t, "a"));
   EXPECT_EQ(again.code, 2);
-  EXPECT_NE(again.err.find("already holds a run; continue it with --resume, or replace it with "
-                           "--overwrite"), std::string::npos) << again.err;
+  EXPECT_EQ(again.err, "hpmc: error: " + t.file("a") + " already holds a run (and " +
+                           t.file("a_w/fashion_ae.safetensors") + " its checkpoint); continue it "
+                           "with --resume, replace it with --overwrite, or keep it and start "
+                           "another with a new --out and --weights-dir\n");
   auto over = run_hpmc("run " + kSmall + "--epochs 1 --overwrite" + dirs(t, "a"));
   EXPECT_EQ(over.code, 0) << over.err;
   EXPECT_EQ(slurp(t.file("a/metrics.csv")).find("\n2,"), std::string::npos);
   // Resuming a finished run has nothing left to do but succeeds.
   auto res = run_hpmc("run " + kSmall + "--epochs 1 --resume" + dirs(t, "a"));
   EXPECT_EQ(res.code, 0) << res.err;
+}
+
+// The README's command run a second time, from a directory of its own, with
+// the default runs/<name> and weights/: the error gives a run name whose
+// directory and checkpoint are both free, and that name works.
+TEST(Run, ASecondRunOfTheSameConfigIsToldHowToStartAnother) {
+  testing::TempDir t;
+  const std::string run = "run " + testing::source_dir() + "/configs/fashion_mlp.yaml --set "
+                          "data.synthetic=true --set data.train_limit=64 --set "
+                          "data.test_limit=64 --progress quiet";
+  const std::string here = "cd '" + t.path().string() + "' &&";
+  ASSERT_EQ(testing::run_hpmc_via(here, run).code, 0);
+  auto again = testing::run_hpmc_via(here, run);
+  EXPECT_EQ(again.code, 2);
+  EXPECT_EQ(again.err, "hpmc: error: runs/fashion_mlp already holds a run (and "
+                       "weights/fashion_mlp.safetensors its checkpoint); continue it with "
+                       "--resume, replace it with --overwrite, or keep it and start another "
+                       "with --set name=fashion_mlp-2 (a new runs/fashion_mlp-2 and "
+                       "weights/fashion_mlp-2.safetensors)\n");
+  auto second = testing::run_hpmc_via(here, run + " --set name=fashion_mlp-2");
+  EXPECT_EQ(second.code, 0) << second.err;
+  EXPECT_TRUE(fs::exists(t.file("weights/fashion_mlp-2.safetensors")));
+  // Only the checkpoint left behind: the next free name is offered.
+  fs::remove_all(t.file("runs/fashion_mlp"));
+  auto third = testing::run_hpmc_via(here, run);
+  EXPECT_EQ(third.code, 2);
+  EXPECT_EQ(third.err, "hpmc: error: weights/fashion_mlp.safetensors holds the checkpoint of an "
+                       "earlier run; continue it with --resume, replace it with --overwrite, or "
+                       "keep it and start another with --set name=fashion_mlp-3 (a new "
+                       "runs/fashion_mlp-3 and weights/fashion_mlp-3.safetensors)\n");
 }
 
 TEST(Run, ResolvedConfigRunsAgain) {
@@ -227,6 +259,9 @@ TEST(Run, InitEvalReconAndFeatures) {
   // eval reproduces the run's own test loss from the checkpoint.
   auto e = run_hpmc("eval configs/fashion_ae.yaml --weights " + w + limits);
   ASSERT_EQ(e.code, 0) << e.err;
+  // Only the test set is read.
+  EXPECT_NE(e.out.find(": 96 test samples\n"), std::string::npos) << e.out;
+  EXPECT_EQ(e.out.find(" train"), std::string::npos) << e.out;
   std::string csv = slurp(t.file("a/metrics.csv"));
   std::string row = csv.substr(csv.find("\n1,20,") + 1);
   std::vector<std::string> f;
@@ -256,6 +291,19 @@ TEST(Run, InitEvalReconAndFeatures) {
   auto fe = run_hpmc("features configs/fashion_ae.yaml --weights " + w + " --split test --format both --out " +
                      t.file("f") + limits);
   ASSERT_EQ(fe.code, 0) << fe.err;
+  EXPECT_NE(fe.out.find(": 96 test samples\n"), std::string::npos) << fe.out;
+  // Every file written is named with its directory.
+  EXPECT_NE(fe.out.find("-> " + t.file("f/features_test.csv") + ", " +
+                        t.file("f/features_test.npy") + ", " + t.file("f/labels_test.npy") + "\n"),
+            std::string::npos)
+      << fe.out;
+  // The CSV's size, estimated on the first batch (32 rows), is within 10%.
+  const std::string about = "features_test.csv will take about ";
+  ASSERT_NE(fe.out.find(about), std::string::npos) << fe.out;
+  std::string est = fe.out.substr(fe.out.find(about) + about.size());
+  double est_bytes = std::stod(est) * (est.find(" KB") < est.find('\n') ? 1e3 : 1e6);
+  double real_bytes = double(fs::file_size(t.file("f/features_test.csv")));
+  EXPECT_NEAR(est_bytes, real_bytes, 0.1 * real_bytes) << fe.out;
   NpyArray feats = read_npy(t.file("f/features_test.npy"));
   NpyArray labels = read_npy(t.file("f/labels_test.npy"));
   ASSERT_EQ(feats.shape, (std::vector<int64_t>{96, 784}));

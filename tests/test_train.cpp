@@ -131,11 +131,9 @@ TEST(Train, DivergenceStopsWithAClearError) {
 }
 
 TEST(Train, RealMnistDigitsMlpScoresAtLeast95Percent) {
-  std::string dir = testing::source_dir() + "/../shared/data/mnist";
-  std::string images = dir + "/t10k-images-idx3-ubyte.gz", labels = dir + "/t10k-labels-idx1-ubyte.gz";
-  if (!std::filesystem::exists(images) || !std::filesystem::exists(labels))
-    GTEST_SKIP() << "the real MNIST test set is not at " << dir << " (t10k-*-ubyte.gz)";
-  Dataset all = load_mnist(images, labels);
+  testing::MnistTestFiles f = testing::mnist_test_files();
+  if (f.images.empty()) GTEST_SKIP() << f.looked;
+  Dataset all = load_mnist(f.images, f.labels);
   ASSERT_EQ(all.size(), 10000);
   Dataset tr = all.slice(0, 8000), te = all.slice(8000, 2000);
   Trained s = make(kMlp, {{"training.epochs=15", ""}, {"training.momentum=0.9", ""}});

@@ -34,6 +34,41 @@ inline std::string fashion_dir() {
   return e && *e ? e : "/usr/share/datasets/fashion-mnist";
 }
 
+// The real MNIST test digits (t10k-images-idx3-ubyte and
+// t10k-labels-idx1-ubyte, raw or .gz) for the tests that use them. They are
+// looked for in $HPMC_MNIST_DIR when it is set (and only there), else in the
+// README's data/mnist in the source tree, else in ../shared/data/mnist beside
+// the source tree (where the CI machine keeps its data). `images` is empty
+// when none holds them; `looked` then lists where the test looked.
+struct MnistTestFiles {
+  std::string images, labels, looked;
+};
+inline MnistTestFiles mnist_test_files() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> dirs;
+  const char* e = std::getenv("HPMC_MNIST_DIR");
+  if (e && *e)
+    dirs = {e};
+  else
+    dirs = {source_dir() + "/data/mnist", source_dir() + "/../shared/data/mnist"};
+  auto pick = [](const std::string& d, const std::string& name) {
+    for (const std::string& p : {d + "/" + name, d + "/" + name + ".gz"})
+      if (fs::is_regular_file(p)) return p;
+    return std::string();
+  };
+  MnistTestFiles f;
+  for (const auto& d : dirs) {
+    std::string images = pick(d, "t10k-images-idx3-ubyte");
+    std::string labels = pick(d, "t10k-labels-idx1-ubyte");
+    if (!images.empty() && !labels.empty()) return {images, labels, ""};
+    f.looked += (f.looked.empty() ? "" : " or ") + d;
+  }
+  f.looked = "no MNIST t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz] in " +
+             f.looked + (e && *e ? " (HPMC_MNIST_DIR)" : "; put them in data/mnist or set "
+                                                        "HPMC_MNIST_DIR to their directory");
+  return f;
+}
+
 // The Debian python3 (which has numpy when python3-numpy is installed), or
 // "" when no python3 with numpy is found.
 inline std::string python_with_numpy() {

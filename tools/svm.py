@@ -14,6 +14,14 @@ import sys
 import time
 
 
+T0 = time.time()
+
+
+def step(msg):
+    """A progress line with the seconds since the start, shown at once."""
+    print(f"[{time.time() - T0:6.1f} s] {msg}", flush=True)
+
+
 def fail(msg):
     print(f"svm.py: error: {msg}", file=sys.stderr)
     sys.exit(2)
@@ -25,6 +33,7 @@ def load(d, split, np):
         if not os.path.exists(p):
             fail(f"{p} not found; export it with: hpmc features CONFIG --weights FILE "
                  f"--split all --out {d}")
+    step(f"loading {paths[0]} ({os.path.getsize(paths[0]) / 1e6:.1f} MB)")
     x, y = np.load(paths[0]), np.load(paths[1])
     if x.ndim != 2 or y.shape != (x.shape[0],):
         fail(f"{paths[0]} is {x.shape} and {paths[1]} is {y.shape}: expected N x D and N")
@@ -40,6 +49,7 @@ def main():
                     help="train on the first N training samples only (0: all)")
     ap.add_argument("-C", type=float, default=0.1, help="SVM regularisation (default 0.1)")
     args = ap.parse_args()
+    step("importing numpy and scikit-learn")
     try:
         import numpy as np
         from sklearn.preprocessing import StandardScaler
@@ -51,15 +61,21 @@ def main():
     xte, yte = load(args.dir, "test", np)
     if args.limit > 0:
         xtr, ytr = xtr[:args.limit], ytr[:args.limit]
-    print(f"features: {xtr.shape[0]} train, {xte.shape[0]} test, {xtr.shape[1]} values each")
-    t0 = time.time()
+    step(f"features: {xtr.shape[0]} train, {xte.shape[0]} test, {xtr.shape[1]} values each")
+    step("scaling (StandardScaler on the training features)")
     scaler = StandardScaler().fit(xtr)
+    xtr_s, xte_s = scaler.transform(xtr), scaler.transform(xte)
+    step(f"fitting a linear SVM (C={args.C}) on {xtr.shape[0]} samples, the long part "
+         f"(--limit N trains on fewer)")
+    t0 = time.time()
     svm = LinearSVC(C=args.C, dual=False, max_iter=2000)
-    svm.fit(scaler.transform(xtr), ytr)
-    acc = (svm.predict(scaler.transform(xte)) == yte).mean()
+    svm.fit(xtr_s, ytr)
+    fit_s = time.time() - t0
+    step(f"fitted in {fit_s:.1f} s; scoring {xte.shape[0]} test samples")
+    acc = (svm.predict(xte_s) == yte).mean()
     classes = len(np.unique(ytr))
-    print(f"linear SVM (C={args.C}): test accuracy {100 * acc:.2f}% "
-          f"(chance {100 / classes:.1f}%), trained in {time.time() - t0:.1f} s")
+    step(f"linear SVM (C={args.C}): test accuracy {100 * acc:.2f}% "
+         f"(chance {100 / classes:.1f}%), trained in {fit_s:.1f} s")
 
 
 if __name__ == "__main__":

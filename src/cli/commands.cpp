@@ -40,6 +40,7 @@ void cmd_info(std::ostream& out) {
   for (size_t i = 1; i < devs.size(); ++i) out << "                 " << devs[i] << "\n";
   out << "  CPU          : " << cpu_model_and_features() << "\n";
   out << "  CPU threads  : " << configure_threads() << " (OpenMP; OpenBLAS pinned to 1)\n";
+  out << "  thread waits : " << wait_policy_description() << "\n";
   out << "  OpenBLAS     : " << openblas_get_config() << "\n";
   out << "  float GEMM   : " << sgemm_path_name(sgemm_path())
       << (sgemm_avx512_supported() ? "" : " (no AVX-512 on this CPU)")

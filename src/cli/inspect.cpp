@@ -22,19 +22,22 @@ namespace {
 
 // The weights and then the data into an open session. Weights that are not
 // finite would give a NaN loss, image or feature: they are refused here.
-void load_weights_and_data(Session& s, const std::string& weights, std::ostream& out) {
+// Only the split the command uses is read (eval and recon: the test set).
+void load_weights_and_data(Session& s, const std::string& weights, Splits which,
+                           std::ostream& out) {
   load_checkpoint(weights, *s.model);
   check_finite_weights(*s.model, weights);
   out << "weights: " << weights << "\n";
-  load_session_data(s, out);
+  load_session_data(s, out, which);
 }
 
+// eval and recon: the weights and the test set.
 Session open_with_weights(const CommonOptions& o, const std::string& weights, std::ostream& out,
                           int batch = 0, const std::string& batch_origin = "") {
   if (weights.empty())
     throw UsageError("--weights FILE is required (a checkpoint written by hpmc run)");
   Session s = open_session(o, out, batch, batch_origin);
-  load_weights_and_data(s, weights, out);
+  load_weights_and_data(s, weights, Splits::kTest, out);
   return s;
 }
 
@@ -47,6 +50,20 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+// CSV rows of m samples: the label, then the features in %.9g (so float32
+// values survive exactly).
+void append_csv_rows(std::string& s, const float* v, const int32_t* labels, int m, size_t dim) {
+  char buf[32];
+  for (int i = 0; i < m; ++i) {
+    s += std::to_string(labels[i]);
+    for (size_t j = 0; j < dim; ++j) {
+      std::snprintf(buf, sizeof buf, ",%.9g", v[size_t(i) * dim + j]);
+      s += buf;
+    }
+    s += '\n';
+  }
+}
+
 // One split's features: a CSV (label, then the values) and/or .npy files.
 void export_split(Model& model, const Dataset& d, const std::string& split, const FeaturesOptions& o,
                   const std::string& dir, int batch, std::ostream& out) {
@@ -57,74 +74,88 @@ void export_split(Model& model, const Dataset& d, const std::string& split, cons
   const size_t dim = fs.per_sample();
   const bool csv = o.format != "npy", npy = o.format != "csv";
 
-  // Size check before writing anything: a CSV value takes about 11 bytes.
-  double csv_bytes = csv ? double(n) * (double(dim) * 11 + 4) : 0;
-  double npy_bytes = npy ? double(n) * double(dim) * 4 + double(n) * 4 + 256 : 0;
-  std::error_code ec;
-  auto space = std::filesystem::space(dir, ec);
-  if (csv_bytes > 100e6)
-    out << "features_" << split << ".csv will take about " << human_bytes(csv_bytes) << " (" << n
-        << " rows of " << dim << " values)\n";
-  if (!ec && csv_bytes + npy_bytes > double(space.available))
-    throw RuntimeError(str("not enough disk space in ", dir, " for the ", split, " features: about ",
-                           human_bytes(csv_bytes + npy_bytes), " needed, ",
-                           human_bytes(double(space.available)), " available; use --format npy, "
-                           "another --out, or free space"));
-
-  std::unique_ptr<AtomicFile> csv_file;
-  std::unique_ptr<NpyWriter> npy_file;
-  std::vector<int32_t> labels(static_cast<size_t>(n));
-  if (csv) {
-    csv_file = std::make_unique<AtomicFile>(join_path(dir, "features_" + split + ".csv"));
-    std::string header = "label";
-    for (size_t j = 0; j < dim; ++j) header += ",f" + std::to_string(j);
-    csv_file->write(header + "\n");
-  }
-  if (npy)
-    npy_file = std::make_unique<NpyWriter>(join_path(dir, "features_" + split + ".npy"), NpyDtype::kFloat32,
-                                           std::vector<int64_t>{n, int64_t(dim)});
-
   batch = std::max(1, std::min(batch, n));
   model.allocate(std::max(batch, model.max_batch()));
   BatchFeeder feed(d, model.device(), batch, model.input_shape());
-  std::string line;
-  char buf[32];
-  for (int b = 0; b < n; b += batch) {
-    int m = std::min(batch, n - b);
+  // The features of samples [b, b + m) and their labels, on the host (named
+  // copies from the GPU). A non-finite feature stops the export.
+  Tensor fh, lab;
+  auto features_of = [&](int b, int m) {
     feed.load(b, m);
     const Tensor& f = model.forward(feed.x(), layer);
-    Tensor fh = f.device() == Device::kCPU ? f : f.to_device(Device::kCPU);  // named copy
-    Tensor lab = feed.labels().device() == Device::kCPU ? feed.labels()
-                                                         : feed.labels().to_device(Device::kCPU);
+    fh = f.device() == Device::kCPU ? f : f.to_device(Device::kCPU);
+    lab = feed.labels().device() == Device::kCPU ? feed.labels()
+                                                  : feed.labels().to_device(Device::kCPU);
     const float* v = fh.data<float>();
     for (size_t k = 0; k < size_t(m) * dim; ++k)
       if (!std::isfinite(v[k]))
         throw DivergedError(str("feature ", k % dim, " of ", split, " sample ", b + int(k / dim),
                                 " is ", v[k], ": the weights are broken (did training diverge?); "
                                 "nothing was written"));
-    for (int i = 0; i < m; ++i) labels[size_t(b + i)] = lab.data<int32_t>()[i];
+  };
+
+  std::string header = "label";
+  for (size_t j = 0; j < dim; ++j) header += ",f" + std::to_string(j);
+  header += "\n";
+  // Size check before writing anything. A CSV value takes 2 bytes ("0,") to
+  // 16 ("-1.23456791e-05,"), so the rows' size is measured on the first
+  // batch and scaled to the split.
+  double csv_bytes = 0;
+  if (csv && n > 0) {
+    const int m = std::min(batch, n);
+    features_of(0, m);
+    std::string rows;
+    append_csv_rows(rows, fh.data<float>(), lab.data<int32_t>(), m, dim);
+    csv_bytes = double(header.size()) + double(rows.size()) / m * n;
+    out << "features_" << split << ".csv will take about " << human_bytes(csv_bytes) << " (" << n
+        << " rows of " << dim << " values, measured on the first " << m << ")\n";
+  }
+  double npy_bytes = npy ? double(n) * double(dim) * 4 + double(n) * 4 + 256 : 0;
+  std::error_code ec;
+  auto space = std::filesystem::space(dir, ec);
+  if (!ec && csv_bytes + npy_bytes > double(space.available))
+    throw RuntimeError(str("not enough disk space in ", dir, " for the ", split, " features: about ",
+                           human_bytes(csv_bytes + npy_bytes), " needed, ",
+                           human_bytes(double(space.available)), " available; use --format npy, "
+                           "another --out, or free space"));
+
+  const std::string csv_path = join_path(dir, "features_" + split + ".csv");
+  const std::string npy_path = join_path(dir, "features_" + split + ".npy");
+  const std::string labels_path = join_path(dir, "labels_" + split + ".npy");
+  std::unique_ptr<AtomicFile> csv_file;
+  std::unique_ptr<NpyWriter> npy_file;
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  if (csv) {
+    csv_file = std::make_unique<AtomicFile>(csv_path);
+    csv_file->write(header);
+  }
+  if (npy)
+    npy_file = std::make_unique<NpyWriter>(npy_path, NpyDtype::kFloat32,
+                                           std::vector<int64_t>{n, int64_t(dim)});
+
+  std::string rows;
+  for (int b = 0; b < n; b += batch) {
+    int m = std::min(batch, n - b);
+    features_of(b, m);
+    const float* v = fh.data<float>();
+    const int32_t* l = lab.data<int32_t>();
+    for (int i = 0; i < m; ++i) labels[size_t(b + i)] = l[i];
     if (npy_file) npy_file->append(v, size_t(m) * dim);
     if (csv_file) {
-      for (int i = 0; i < m; ++i) {
-        line = std::to_string(lab.data<int32_t>()[i]);
-        for (size_t j = 0; j < dim; ++j) {
-          std::snprintf(buf, sizeof buf, ",%.9g", v[size_t(i) * dim + j]);
-          line += buf;
-        }
-        line += '\n';
-        csv_file->write(line);
-      }
+      rows.clear();
+      append_csv_rows(rows, v, l, m, dim);
+      csv_file->write(rows);
     }
   }
   if (npy_file) {
     npy_file->commit();
-    write_npy(join_path(dir, "labels_" + split + ".npy"), labels.data(), {n});
+    write_npy(labels_path, labels.data(), {n});
   }
   if (csv_file) csv_file->commit();
-  out << split << ": " << n << " samples x " << dim << " features (" << model.layers()[size_t(layer)]->name()
-      << ", " << fs.sample_str() << ") -> ";
-  if (csv) out << join_path(dir, "features_" + split + ".csv") << (npy ? ", " : "");
-  if (npy) out << join_path(dir, "features_" + split + ".npy") << ", labels_" << split << ".npy";
+  out << split << ": " << n << " samples x " << dim << " features ("
+      << model.layers()[size_t(layer)]->name() << ", " << fs.sample_str() << ") -> ";
+  if (csv) out << csv_path << (npy ? ", " : "");
+  if (npy) out << npy_path << ", " << labels_path;
   out << "\n";
 }
 
@@ -185,7 +216,11 @@ void cmd_features(const FeaturesOptions& o, std::ostream& out) {
   std::string dir = o.out_dir.empty() ? s.cfg.output.dir : o.out_dir;
   // Before any weights or data are read.
   if (!o.overwrite) refuse_to_replace_features(o, dir);
-  load_weights_and_data(s, o.weights, out);
+  load_weights_and_data(s, o.weights,
+                        o.split == "train"  ? Splits::kTrain
+                        : o.split == "test" ? Splits::kTest
+                                            : Splits::kBoth,
+                        out);
   make_dirs(dir);
   int batch = s.cfg.training.batch_size;
   if (o.split == "train" || o.split == "all")

@@ -87,7 +87,8 @@ void MetricsLog::plot(const std::string& png_path, const std::string& title) con
     test.x.push_back(r.epoch);
     test.y.push_back(r.test_loss);
   }
-  write_png(png_path, plot_lines({train, test}, title, "epoch", "loss"));
+  write_png(png_path, plot_lines({train, test}, title, "epoch", "loss", 800, 500, false,
+                                 /*integer_x=*/true));
 }
 
 int write_recon_grid(Model& model, const Dataset& test, int count, const std::string& path) {

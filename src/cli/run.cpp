@@ -60,6 +60,25 @@ bool holds_a_run(const std::string& dir) {
          std::filesystem::exists(join_path(dir, "metrics.csv"));
 }
 
+// How to start a run beside an earlier one of the same config. With the
+// default run directory, a new run name moves both it and the checkpoint:
+// "--set name=fashion_ae-2 (a new runs/fashion_ae-2 and
+// weights/fashion_ae-2.safetensors)", with the first such name still free.
+std::string another_run(const Config& cfg) {
+  const std::string generic = "a new --out and --weights-dir";
+  if (cfg.output.dir != "runs/" + cfg.name) return generic;
+  for (int k = 2; k < 1000; ++k) {
+    const std::string name = str(cfg.name, "-", k);
+    if (name.size() > 100) break;  // the longest run name (model/config.cpp)
+    const std::string dir = "runs/" + name;
+    const std::string ckpt = join_path(cfg.output.weights_dir, name + ".safetensors");
+    std::error_code ec;
+    if (std::filesystem::exists(dir, ec) || std::filesystem::exists(ckpt, ec)) continue;
+    return str("--set name=", name, " (a new ", dir, " and ", ckpt, ")");
+  }
+  return generic;
+}
+
 // Remove what an earlier run left in `dir` (only hpmc's own files).
 void clear_run_dir(const std::string& dir) {
   std::error_code ec;
@@ -147,13 +166,16 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
       throw UsageError(str("--resume: there is no checkpoint at ", ckpt,
                            " to continue from; start a new run without --resume"));
   } else if (!o.overwrite) {
+    const bool ckpt_there = std::filesystem::exists(ckpt);
     if (holds_a_run(dir))
-      throw UsageError(str(dir, " already holds a run; continue it with --resume, or replace it "
-                                "with --overwrite (or choose another --out)"));
-    if (std::filesystem::exists(ckpt))
+      throw UsageError(str(dir, " already holds a run",
+                           ckpt_there ? str(" (and ", ckpt, " its checkpoint)") : "",
+                           "; continue it with --resume, replace it with --overwrite, or keep it "
+                           "and start another with ", another_run(cfg)));
+    if (ckpt_there)
       throw UsageError(str(ckpt, " holds the checkpoint of an earlier run; continue it with "
-                                 "--resume, replace it with --overwrite, or keep it and write "
-                                 "elsewhere with --weights-dir"));
+                                 "--resume, replace it with --overwrite, or keep it and start "
+                                 "another with ", another_run(cfg)));
   }
 
   load_session_data(s, out);

@@ -43,17 +43,21 @@ Session open_session(const CommonOptions& o, std::ostream& out, int batch,
   return s;
 }
 
-void load_session_data(Session& s, std::ostream& out) {
+void load_session_data(Session& s, std::ostream& out, Splits which) {
   s.data = s.cfg.data.synthetic ? synthetic_dataset(s.format, s.cfg.training.seed)
-                                : load_dataset(s.format, s.cfg.data.path);
+                                : load_dataset(s.format, s.cfg.data.path, which);
+  if (which == Splits::kTest) s.data.train = Dataset{};
+  if (which == Splits::kTrain) s.data.test = Dataset{};
   if (s.cfg.data.train_limit > 0 && s.cfg.data.train_limit < s.data.train.size())
     s.data.train = s.data.train.slice(0, s.cfg.data.train_limit);
   if (s.cfg.data.test_limit > 0 && s.cfg.data.test_limit < s.data.test.size())
     s.data.test = s.data.test.slice(0, s.cfg.data.test_limit);
   out << "data: " << s.cfg.data.format << " from "
-      << (s.cfg.data.synthetic ? std::string("synthetic random images") : s.cfg.data.path) << ": "
-      << s.data.train.size() << " train, " << s.data.test.size() << " test samples\n"
-      << std::flush;
+      << (s.cfg.data.synthetic ? std::string("synthetic random images") : s.cfg.data.path) << ": ";
+  if (which != Splits::kTest) out << s.data.train.size() << " train";
+  if (which == Splits::kBoth) out << ", ";
+  if (which != Splits::kTrain) out << s.data.test.size() << " test";
+  out << " samples\n" << std::flush;
 }
 
 void check_finite_weights(const Model& model, const std::string& path) {

@@ -27,8 +27,9 @@ struct Session {
 // larger (`batch_origin` names its flag in errors, e.g. "--count").
 Session open_session(const CommonOptions& o, std::ostream& out, int batch = 0,
                      const std::string& batch_origin = "");
-// Load the dataset the config names, with its limits applied.
-void load_session_data(Session& s, std::ostream& out);
+// Load the dataset the config names, with its limits applied: both splits,
+// or only the one a command uses (the other is left empty).
+void load_session_data(Session& s, std::ostream& out, Splits which = Splits::kBoth);
 
 // Refuses weights loaded from `path` that hold a NaN or an infinity (a run
 // that diverged), naming the first such tensor: DivergedError.

@@ -1,7 +1,8 @@
 #include "core/threads.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
-#include <thread>
 
 #include "core/sgemm.h"
 
@@ -13,6 +14,28 @@ extern "C" void openblas_set_num_threads(int);
 
 namespace hpmc {
 
+void prefer_passive_waits(char** argv) {
+#ifdef _OPENMP
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
+  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  // No /proc (or no exec): this process keeps the runtime's default waits.
+  unsetenv("OMP_WAIT_POLICY");
+#else
+  (void)argv;  // no OpenMP threads to wait
+#endif
+}
+
+std::string wait_policy_description() {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  std::string s;
+  if (policy) s += std::string("OMP_WAIT_POLICY=") + policy;
+  if (spin) s += std::string(s.empty() ? "" : ", ") + "GOMP_SPINCOUNT=" + spin;
+  if (s.empty()) return "the OpenMP runtime's default (spins before it sleeps)";
+  return s;
+}
+
 int configure_threads(int n) {
   openblas_set_num_threads(1);
   sgemm_path();  // resolve HPMC_GEMM now, outside any parallel region (sgemm.h)
@@ -21,7 +44,9 @@ int configure_threads(int n) {
     const char* env = std::getenv("OMP_NUM_THREADS");
     n = env ? std::atoi(env) : 0;
   }
-  if (n <= 0) n = int(std::thread::hardware_concurrency());
+  // The CPUs this process may run on (taskset, cpusets), not all the
+  // machine's: more threads than those would take turns on them.
+  if (n <= 0) n = omp_get_num_procs();
   if (n <= 0) n = 1;
   omp_set_num_threads(n);
   return n;

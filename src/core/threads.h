@@ -3,11 +3,29 @@
 // hpmc parallelises with OpenMP itself (over the batch, over channels) and
 // calls OpenBLAS from inside those loops, so OpenBLAS is pinned to one thread:
 // two thread pools on two cores would oversubscribe the machine and thrash.
+//
+// OpenMP's threads wait for work between parallel regions. libgomp's default
+// spins 300,000 turns before sleeping, and hpmc's steps are many short
+// regions, so its threads spend their waits spinning: beside a busy process,
+// that takes the CPU the working threads need (docs/PERFORMANCE.md). hpmc therefore runs
+// with passive waits (OMP_WAIT_POLICY=passive) unless the user chose a policy.
 #pragma once
+
+#include <string>
 
 namespace hpmc {
 
-// Set the OpenMP thread count (n <= 0: OMP_NUM_THREADS or all cores) and pin
+// Unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set, sets
+// OMP_WAIT_POLICY=passive and re-executes the program (/proc/self/exe with
+// `argv`): libgomp reads its environment once, when it is loaded, before
+// main. Call it first thing in main. Returns only when nothing was to be done
+// or the exec failed (then the runtime's own waits stay in effect).
+void prefer_passive_waits(char** argv);
+// The waiting policy in effect, for `hpmc info`: "OMP_WAIT_POLICY=passive".
+std::string wait_policy_description();
+
+// Set the OpenMP thread count (n <= 0: OMP_NUM_THREADS, else the cores this
+// process may run on, which taskset and cpusets limit) and pin
 // OpenBLAS to a single thread. Returns the thread count in use.
 int configure_threads(int n = 0);
 int num_threads();

@@ -175,11 +175,15 @@ void require_directory(const std::string& dir, const char* dataset, const char* 
                         needs, "; ", get_it, "; ", kPointAt));
 }
 
-DataSplits load_mnist_dir(const std::string& dir) {
+bool wants_train(Splits w) { return w != Splits::kTest; }
+bool wants_test(Splits w) { return w != Splits::kTrain; }
+
+DataSplits load_mnist_dir(const std::string& dir, Splits which) {
   require_directory(dir, "MNIST", kMnistNeeds, kMnistGetIt);
   std::string paths[4];
   std::vector<std::string> missing;
   for (int i = 0; i < 4; ++i) {
+    if (i < 2 ? !wants_train(which) : !wants_test(which)) continue;
     paths[i] = find_file(dir, kMnistFiles[i]);
     if (paths[i].empty()) {
       refuse_what_is_not_a_file(dir, kMnistFiles[i], "MNIST");
@@ -200,20 +204,23 @@ DataSplits load_mnist_dir(const std::string& dir) {
                         "; it should hold ", kMnistNeeds, "; ", kMnistGetIt, "; ", kPointAt));
   }
   DataSplits s;
-  s.train = load_mnist(paths[0], paths[1]);
-  s.test = load_mnist(paths[2], paths[3]);
+  if (wants_train(which)) s.train = load_mnist(paths[0], paths[1]);
+  if (wants_test(which)) s.test = load_mnist(paths[2], paths[3]);
   return s;
 }
 
-DataSplits load_cifar10_dir(const std::string& dir) {
+DataSplits load_cifar10_dir(const std::string& dir, Splits which) {
   require_directory(dir, "CIFAR-10", kCifarNeeds, kCifarGetIt);
   // The batches may sit in dir itself or in the subdirectory that the
   // official archive extracts to; use whichever holds more of them.
-  auto look_in = [](const fs::path& d, std::vector<std::string>& found,
-                    std::vector<std::string>& missing) {
+  std::vector<std::string> wanted;  // the batch files of the splits asked for, in order
+  for (int i = 0; i < 6; ++i)
+    if (i < 5 ? wants_train(which) : wants_test(which)) wanted.push_back(kCifarFiles[i]);
+  auto look_in = [&](const fs::path& d, std::vector<std::string>& found,
+                     std::vector<std::string>& missing) {
     found.clear();
     missing.clear();
-    for (const char* name : kCifarFiles) {
+    for (const std::string& name : wanted) {
       std::string p = find_file(d, name);
       if (p.empty())
         missing.push_back(name);
@@ -249,15 +256,16 @@ DataSplits load_cifar10_dir(const std::string& dir) {
                         "; it should hold ", kCifarNeeds, "; ", kCifarGetIt, "; ", kPointAt));
   }
   DataSplits s;
-  s.train = load_cifar10(std::vector<std::string>(found.begin(), found.begin() + 5));
-  s.test = load_cifar10({found[5]});
+  if (wants_train(which))
+    s.train = load_cifar10(std::vector<std::string>(found.begin(), found.begin() + 5));
+  if (wants_test(which)) s.test = load_cifar10({found.back()});
   return s;
 }
 
 }  // namespace
 
-DataSplits load_dataset(DataFormat f, const std::string& dir) {
-  return f == DataFormat::kMnist ? load_mnist_dir(dir) : load_cifar10_dir(dir);
+DataSplits load_dataset(DataFormat f, const std::string& dir, Splits which) {
+  return f == DataFormat::kMnist ? load_mnist_dir(dir, which) : load_cifar10_dir(dir, which);
 }
 
 namespace {

@@ -59,12 +59,16 @@ struct DataSplits {
   Dataset train, test;
 };
 
-// Both splits from a directory. MNIST: train-images-idx3-ubyte,
+// Which splits to read: a command that scores or exports one split reads
+// only that split's files (and needs only those to be there).
+enum class Splits { kBoth, kTrain, kTest };
+
+// The splits from a directory (an unread split is left empty). MNIST: train-images-idx3-ubyte,
 // train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte,
 // each raw or with .gz (raw preferred if both exist). CIFAR-10:
 // data_batch_1.bin .. data_batch_5.bin and test_batch.bin (or the same with
 // .gz) in `dir` or in `dir/cifar-10-batches-bin`.
-DataSplits load_dataset(DataFormat f, const std::string& dir);
+DataSplits load_dataset(DataFormat f, const std::string& dir, Splits which = Splits::kBoth);
 
 // Random images and labels of the format's real shapes and split sizes
 // (MNIST 60000/10000, CIFAR-10 50000/10000), deterministic from `seed`: a

@@ -68,7 +68,7 @@ std::string format_tick(double v, double step) {
   return s;
 }
 
-AxisTicks nice_ticks(double lo, double hi, int target) {
+AxisTicks nice_ticks(double lo, double hi, int target, double min_step) {
   HPMC_CHECK(std::isfinite(lo) && std::isfinite(hi), "axis range [", lo, ", ", hi, "]");
   // Far beyond anything a loss reaches, and keeps hi - lo finite.
   lo = std::clamp(lo, -1e300, 1e300);
@@ -89,6 +89,7 @@ AxisTicks nice_ticks(double lo, double hi, int target) {
       break;
     }
   }
+  step = std::max(step, min_step);
   // The 1e-9 slack keeps 0.3 / 0.1 = 2.9999999999999996 on tick 3.
   double k0 = std::floor(lo / step + 1e-9), k1 = std::ceil(hi / step - 1e-9);
   AxisTicks t;
@@ -147,6 +148,7 @@ struct Layout {
   int x0, y0, x1, y1;
   AxisTicks xt, yt;
   bool log_y;
+  double x_min_step;  // 1 for whole-number x ticks
 
   double ty(double v) const { return log_y ? std::log10(v) : v; }
   int px(double v) const {
@@ -215,7 +217,7 @@ int widest(const std::vector<std::string>& labels, int scale) {
 AxisTicks fit_x_ticks(double lo, double hi, const Layout& L) {
   int span = L.x1 - L.x0 - 2 * L.inset;  // pixels from axis lo to axis hi
   for (int target = std::max(2, span / (8 * L.th));; --target) {
-    AxisTicks t = nice_ticks(lo, hi, target);
+    AxisTicks t = nice_ticks(lo, hi, target, L.x_min_step);
     if (target <= 1 || t.values.size() < 2) return t;
     double spacing = t.step / (t.hi - t.lo) * span;
     if (spacing >= widest(t.labels, L.scale) + 3 * L.pad) return t;
@@ -223,9 +225,10 @@ AxisTicks fit_x_ticks(double lo, double hi, const Layout& L) {
 }
 
 Layout make_layout(int width, int height, const std::string& title, const std::string& xlabel,
-                   const std::string& ylabel, bool log_y, double xmin, double xmax, double ymin,
-                   double ymax) {
+                   const std::string& ylabel, bool log_y, bool integer_x, double xmin,
+                   double xmax, double ymin, double ymax) {
   Layout L;
+  L.x_min_step = integer_x ? 1 : 0;
   L.scale = std::max(1, (std::min(width, height) + 125) / 250);
   L.th = text_height(L.scale);
   L.pad = 4 * L.scale;
@@ -392,11 +395,12 @@ void draw_labels(Image& img, const Layout& L, const std::string& title, const st
 
 Image plot_lines(const std::vector<PlotSeries>& series, const std::string& title,
                  const std::string& xlabel, const std::string& ylabel, int width, int height,
-                 bool log_y) {
+                 bool log_y, bool integer_x) {
   auto points = collect_points(series, log_y);
   double xmin = 0, xmax = 1, ymin = log_y ? 0.1 : 0, ymax = 1;
   bool any = data_range(points, xmin, xmax, ymin, ymax);
-  Layout L = make_layout(width, height, title, xlabel, ylabel, log_y, xmin, xmax, ymin, ymax);
+  Layout L = make_layout(width, height, title, xlabel, ylabel, log_y, integer_x, xmin, xmax, ymin,
+                         ymax);
 
   Image img(width, height, 3, 255);
   if (any) draw_grid(img, L);

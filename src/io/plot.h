@@ -37,7 +37,9 @@ struct AxisTicks {
 // such step that cuts [lo, hi] into at most about `target` intervals. The
 // axis is widened outwards to the nearest ticks, so both ends carry a label.
 // A zero-width range is widened first (by 10% of |lo|, or by 1 around 0).
-AxisTicks nice_ticks(double lo, double hi, int target);
+// The step is at least `min_step` (1 for an axis of whole numbers, such as
+// epochs: no tick at 1.5).
+AxisTicks nice_ticks(double lo, double hi, int target, double min_step = 0);
 
 // Logarithmic ticks for 0 < lo <= hi: the axis spans whole decades; ticks at
 // 1, 2 and 5 × 10^k when few decades are shown, else at every n-th power of ten.
@@ -55,8 +57,9 @@ std::string format_tick(double v, double step);
 // no neighbour to join, so a single point is visible. With no plottable
 // point at all the frame says "no data". Throws RuntimeError when the image is
 // too small for its labels, or when a series' x and y differ in length.
+// With integer_x the x ticks fall on whole numbers only.
 Image plot_lines(const std::vector<PlotSeries>& series, const std::string& title,
                  const std::string& xlabel, const std::string& ylabel, int width = 800,
-                 int height = 500, bool log_y = false);
+                 int height = 500, bool log_y = false, bool integer_x = false);
 
 }  // namespace hpmc

@@ -1,0 +1,159 @@
+// The shell scripts a newcomer runs first (scripts/setup, scripts/test), in
+// the branches that can be exercised without installing or building:
+// commands they call are replaced by stand-ins on a PATH of their own.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli_runner.h"
+#include "io/npy.h"
+
+namespace hpmc {
+namespace {
+
+namespace fs = std::filesystem;
+using Result = testing::CliResult;
+
+// A PATH directory holding links to the real tools a script needs and
+// stand-in scripts for the rest.
+struct FakePath {
+  testing::TempDir dir;
+
+  void link(const std::string& tool) {
+    for (const char* d : {"/usr/bin/", "/bin/", "/usr/local/bin/"}) {
+      if (fs::exists(d + tool)) {
+        fs::create_symlink(d + tool, dir.file(tool));
+        return;
+      }
+    }
+    FAIL() << tool << " not found in /usr/bin or /bin";
+  }
+  void fake(const std::string& tool, const std::string& body) {
+    std::ofstream(dir.file(tool)) << "#!/bin/sh\n" << body << "\n";
+    fs::permissions(dir.file(tool), fs::perms::owner_all);
+  }
+};
+
+// Runs a command in the source tree; stdout and stderr apart.
+testing::CliResult run_in_source(const std::string& command) {
+  testing::TempDir tmp;
+  std::string cmd = "cd '" + testing::source_dir() + "' && " + command + " >'" + tmp.file("out") +
+                    "' 2>'" + tmp.file("err") + "' </dev/null";
+  int status = std::system(cmd.c_str());
+  testing::CliResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = testing::slurp(tmp.file("out"));
+  r.err = testing::slurp(tmp.file("err"));
+  return r;
+}
+
+// The same with PATH set to `path` only.
+testing::CliResult run_with_path(const FakePath& path, const std::string& command) {
+  return run_in_source("env PATH='" + path.dir.path().string() + "' " + command);
+}
+
+TEST(Setup, WithoutRootOrSudoSaysWhatToDo) {
+  FakePath p;
+  for (const char* t : {"bash", "dirname", "grep"}) p.link(t);
+  p.fake("id", "echo 1000");                   // not root
+  p.fake("dpkg-query", "exit 1");              // nothing installed
+  p.fake("apt-get", "echo apt-get ran; exit 0");  // must not be reached
+  Result r = run_with_path(p, "scripts/setup");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_EQ(r.err.find("setup: error: "), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  for (const char* s : {"not root and sudo is not installed", "run scripts/setup as root",
+                        "install sudo as root (apt-get install sudo)", "libyaml-cpp-dev",
+                        "dataset-fashion-mnist"})
+    EXPECT_NE(r.err.find(s), std::string::npos) << s << "\n" << r.err;
+  EXPECT_EQ(r.out.find("apt-get ran"), std::string::npos) << r.out;
+}
+
+TEST(Setup, WithSudoSaysWhatItInstalls) {
+  FakePath p;
+  for (const char* t : {"bash", "dirname", "grep"}) p.link(t);
+  p.fake("id", "echo 1000");
+  // Everything but two packages is installed.
+  p.fake("dpkg-query",
+         "case \"$3\" in libcli11-dev|python3-sklearn) exit 1;; esac\n"
+         "printf 'install ok installed'");
+  // sudo runs apt-get update, then fails the install: setup stops there.
+  p.fake("sudo", "echo \"sudo $*\"; [ \"$2\" = update ]");
+  Result r = run_with_path(p, "scripts/setup");
+  EXPECT_NE(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("setup: installing 2 packages with sudo: libcli11-dev python3-sklearn"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("sudo apt-get update -q\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sudo apt-get install -y -q --no-install-recommends libcli11-dev "
+                       "python3-sklearn"),
+            std::string::npos)
+      << r.out;
+}
+
+// One test's block of CTest's LastTest.log, as gtest_discover_tests writes it.
+std::string ctest_block(int i, const std::string& name, const std::string& body) {
+  std::string n = std::to_string(i) + "/3 ";
+  return n + "Testing: " + name + "\n" + n + "Test: " + name + "\n" +
+         "Command: \"hpmc_tests\" \"--gtest_filter=" + name + "\"\nOutput:\n" +
+         "----------------------------------------------------------\n" + "[ RUN      ] " +
+         name + "\n" + body + "<end of output>\nTest time =   0.01 sec\n" +
+         "----------------------------------------------------------\n\n";
+}
+
+TEST(TestScript, ListsEachSkippedTestWithItsReason) {
+  testing::TempDir tmp;
+  std::ofstream(tmp.file("LastTest.log"))
+      << ctest_block(1, "Gpu.A",
+                     "tests/a.cpp:9: Skipped\nno CUDA device\n[  SKIPPED ] Gpu.A (0 ms)\n")
+      << ctest_block(2, "Ok.B", "[       OK ] Ok.B (1 ms)\n")
+      << ctest_block(3, "Real.C",
+                     "tests/c.cpp:5: Skipped\nno MNIST in data/mnist;\nset HPMC_MNIST_DIR\n"
+                     "[  SKIPPED ] Real.C (0 ms)\n");
+  Result r = run_in_source("scripts/skipped-tests '" + tmp.file("LastTest.log") + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "2 tests skipped:\n"
+            "* no CUDA device (1):\n    Gpu.A\n"
+            "* no MNIST in data/mnist; set HPMC_MNIST_DIR (1):\n    Real.C\n")
+      << r.out;
+}
+
+// tools/svm.py on two separable classes: a progress line per stage, each with
+// its elapsed time, in order.
+TEST(SvmScript, PrintsEachStageWithItsTime) {
+  const std::string py = testing::python_with_numpy();
+  if (py.empty() || std::system((py + " -c 'import sklearn' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "python3 with numpy and scikit-learn is not installed "
+                    "(python3-numpy python3-sklearn)";
+  testing::TempDir t;
+  for (const char* split : {"train", "test"}) {
+    std::vector<float> x(40 * 3);
+    std::vector<int32_t> y(40);
+    for (int i = 0; i < 40; ++i) {
+      y[size_t(i)] = i % 2;
+      for (int j = 0; j < 3; ++j) x[size_t(i * 3 + j)] = float(y[size_t(i)] * 4 + (i * j) % 3);
+    }
+    write_npy(t.file(std::string("features_") + split + ".npy"), x.data(), {40, 3});
+    write_npy(t.file(std::string("labels_") + split + ".npy"), y.data(), {40});
+  }
+  Result r = run_in_source(py + " tools/svm.py '" + t.path().string() + "'");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  size_t at = 0;
+  for (const char* stage : {"] loading ", "features_train.npy", "] loading ", "features_test.npy",
+                            "] features: 40 train, 40 test, 3 values each", "] scaling ",
+                            "] fitting a linear SVM", "] fitted in ", "test accuracy 100.00%"}) {
+    size_t next = r.out.find(stage, at);
+    ASSERT_NE(next, std::string::npos) << stage << " after offset " << at << ":\n" << r.out;
+    at = next;
+  }
+  EXPECT_EQ(r.out.rfind("[", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(" s] "), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace hpmc
