@@ -169,8 +169,8 @@ int run_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Before anything else: may re-execute hpmc with passive OpenMP waits.
-  hpmc::prefer_passive_waits(argv);
+  // Before anything else: may re-execute hpmc with short OpenMP waits.
+  hpmc::prefer_short_waits(argv);
   try {
     return run_main(argc, argv);
   } catch (const hpmc::Error& e) {

@@ -14,13 +14,13 @@ extern "C" void openblas_set_num_threads(int);
 
 namespace hpmc {
 
-void prefer_passive_waits(char** argv) {
+void prefer_short_waits(char** argv) {
 #ifdef _OPENMP
   if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
-  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  if (setenv("GOMP_SPINCOUNT", kDefaultSpinCount, 1) != 0) return;
   execv("/proc/self/exe", argv);
   // No /proc (or no exec): this process keeps the runtime's default waits.
-  unsetenv("OMP_WAIT_POLICY");
+  unsetenv("GOMP_SPINCOUNT");
 #else
   (void)argv;  // no OpenMP threads to wait
 #endif
