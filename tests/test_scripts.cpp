@@ -95,6 +95,20 @@ TEST(Setup, WithSudoSaysWhatItInstalls) {
       << r.out;
 }
 
+// apt prints nothing while it unpacks a large package: setup says every
+// HPMC_SETUP_TICK seconds (20 by default) that the install is still running.
+TEST(Setup, SaysTheInstallIsStillRunning) {
+  FakePath p;
+  for (const char* t : {"bash", "dirname", "grep", "sleep"}) p.link(t);
+  p.fake("id", "echo 0");  // root: no sudo
+  p.fake("dpkg-query", "case \"$3\" in libcli11-dev) exit 1;; esac\nprintf 'install ok installed'");
+  // update returns at once; install takes 2.5 s, then fails so that setup stops.
+  p.fake("apt-get", "[ \"$1\" = update ] && exit 0\nsleep 2.5\nexit 1");
+  Result r = run_with_path(p, "HPMC_SETUP_TICK=1 scripts/setup");
+  EXPECT_NE(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("setup: apt-get install still running ("), std::string::npos) << r.out;
+}
+
 // One test's block of CTest's LastTest.log, as gtest_discover_tests writes it.
 std::string ctest_block(int i, const std::string& name, const std::string& body) {
   std::string n = std::to_string(i) + "/3 ";
