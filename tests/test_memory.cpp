@@ -280,6 +280,22 @@ TEST(GpuMemory, RunTooLargeForTheGpuIsRefused) {
       << r.err;
 }
 
+// The plan counts the splits a command loads: recon and eval read only the
+// test set (10,000 MNIST images of 784 bytes and a 4-byte label: 7.51 MiB),
+// a run both (with the epoch order: 52.8 MiB). The plan is printed before the
+// weights are read, so a missing file still shows it.
+TEST(MemoryRecon, PlanCountsOnlyTheSplitsLoaded) {
+  testing::CliResult r =
+      testing::run_hpmc("recon configs/fashion_ae.yaml --weights /nonexistent.safetensors");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("dataset 7.51 MiB"), std::string::npos) << r.out;
+  testing::TempDir tmp;
+  r = testing::run_hpmc("run configs/fashion_ae.yaml --data /nonexistent --out " +
+                        tmp.file("r") + " --weights-dir " + tmp.file("w"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("dataset 52.8 MiB"), std::string::npos) << r.out;
+}
+
 TEST(MemoryRecon, CountHasAnUpperBound) {
   testing::CliResult r = testing::run_hpmc(
       "recon configs/fashion_ae.yaml --weights /nonexistent.safetensors --count 5000");

@@ -36,7 +36,7 @@ Session open_with_weights(const CommonOptions& o, const std::string& weights, st
                           int batch = 0, const std::string& batch_origin = "") {
   if (weights.empty())
     throw UsageError("--weights FILE is required (a checkpoint written by hpmc run)");
-  Session s = open_session(o, out, batch, batch_origin);
+  Session s = open_session(o, out, batch, batch_origin, Splits::kTest);
   load_weights_and_data(s, weights, Splits::kTest, out);
   return s;
 }
@@ -209,18 +209,17 @@ void cmd_recon(const ReconOptions& o, std::ostream& out) {
 void cmd_features(const FeaturesOptions& o, std::ostream& out) {
   if (o.weights.empty())
     throw UsageError("--weights FILE is required (a checkpoint written by hpmc run)");
-  Session s = open_session(o, out);
+  const Splits which = o.split == "train"  ? Splits::kTrain
+                       : o.split == "test" ? Splits::kTest
+                                           : Splits::kBoth;
+  Session s = open_session(o, out, 0, "", which);
   if (s.model->features_layer() < 0)
     throw ConfigError(str(o.config, ": model.features is not set, so hpmc does not know where the "
                           "encoder ends; name a layer there (e.g. features: pool2)"));
   std::string dir = o.out_dir.empty() ? s.cfg.output.dir : o.out_dir;
   // Before any weights or data are read.
   if (!o.overwrite) refuse_to_replace_features(o, dir);
-  load_weights_and_data(s, o.weights,
-                        o.split == "train"  ? Splits::kTrain
-                        : o.split == "test" ? Splits::kTest
-                                            : Splits::kBoth,
-                        out);
+  load_weights_and_data(s, o.weights, which, out);
   make_dirs(dir);
   int batch = s.cfg.training.batch_size;
   if (o.split == "train" || o.split == "all")

@@ -17,7 +17,7 @@ Config load_command_config(const CommonOptions& o) {
 }
 
 Session open_session(const CommonOptions& o, std::ostream& out, int batch,
-                     const std::string& batch_origin) {
+                     const std::string& batch_origin, Splits which) {
   Session s;
   s.impl = parse_impl(o.impl);
   s.cfg = load_command_config(o);
@@ -28,12 +28,14 @@ Session open_session(const CommonOptions& o, std::ostream& out, int batch,
       << impl_name(s.impl) << ", " << threads << " CPU thread" << (threads == 1 ? "" : "s") << "\n";
   s.model->print_table(out);
 
-  // The dataset is counted at its full size: the limits slice it after loading.
+  // The splits the command loads, at their full size: the limits slice them
+  // after loading.
   const bool own_batch = batch > s.cfg.training.batch_size;
   const int run_batch = own_batch ? batch : s.cfg.training.batch_size;
   s.model->check_batch(run_batch, own_batch ? batch_origin : "training.batch_size");
   const Shape sample = sample_shape(s.format);
-  const DataFootprint data{size_t(standard_train_size(s.format)), size_t(kStandardTestSize),
+  const DataFootprint data{which != Splits::kTest ? size_t(standard_train_size(s.format)) : 0,
+                           which != Splits::kTrain ? size_t(kStandardTestSize) : 0,
                            sample.per_sample()};
   const MemoryPlan plan = plan_memory(*s.model, run_batch, data);
   const MemoryBudget budget = available_memory(s.model->device() == Device::kGPU);

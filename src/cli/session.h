@@ -24,9 +24,10 @@ struct Session {
 // the command needs (model/memory.h), printed under the table and checked
 // against what the machine has before anything large is allocated. The
 // command runs batches of training.batch_size, or of `batch` when that is
-// larger (`batch_origin` names its flag in errors, e.g. "--count").
+// larger (`batch_origin` names its flag in errors, e.g. "--count"). `which`
+// says which splits the command will load (load_session_data), for the plan.
 Session open_session(const CommonOptions& o, std::ostream& out, int batch = 0,
-                     const std::string& batch_origin = "");
+                     const std::string& batch_origin = "", Splits which = Splits::kBoth);
 // Load the dataset the config names, with its limits applied: both splits,
 // or only the one a command uses (the other is left empty).
 void load_session_data(Session& s, std::ostream& out, Splits which = Splits::kBoth);
