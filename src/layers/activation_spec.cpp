@@ -4,7 +4,7 @@
 namespace hpmc {
 
 const LayerSchema& ReLUSpec::static_schema() {
-  static const LayerSchema s{LayerKind::kReLU, "relu", "max(x, 0) element-wise (nn.ReLU)", {}};
+  static const LayerSchema s{LayerKind::kReLU, "relu", "max(x, 0) element-wise (nn.ReLU); shape unchanged", {}};
   return s;
 }
 

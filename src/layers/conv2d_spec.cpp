@@ -90,9 +90,10 @@ const LayerSchema& Conv2dSpec::static_schema() {
   static const LayerSchema s{
       LayerKind::kConv2d,
       "conv2d",
-      "2-d convolution, square kernel, zero padding (nn.Conv2d); weight [out, in, k, k]",
+      "2-d convolution (nn.Conv2d), square kernel, zero padding: C×H×W → out_channels×P×Q, "
+      "P = ⌊(H + 2·padding − kernel)/stride⌋ + 1; weight [out, in, k, k]",
       {int_key("out_channels", "", 1, 1 << 16, "output channels"),
-       int_key("kernel", "3", 1, 1024, "kernel size (k x k)"),
+       int_key("kernel", "3", 1, 1024, "kernel size (k×k)"),
        int_key("stride", "1", 1, 1024, "stride on both axes"),
        int_key("padding", "0", 0, 1024, "zero padding on every side (less than kernel)"),
        bool_key("bias", "true", "learn a bias per output channel")}};

@@ -56,7 +56,8 @@ const LayerSchema& LinearSpec::static_schema() {
   static const LayerSchema s{
       LayerKind::kLinear,
       "linear",
-      "fully connected layer on a flat input (nn.Linear); weight [out, in]",
+      "fully connected layer (nn.Linear): F → out_features; needs a flat input (add flatten); "
+      "weight [out, in]",
       {int_key("out_features", "", 1, 1 << 24, "output features"),
        bool_key("bias", "true", "learn a bias per output feature")}};
   return s;

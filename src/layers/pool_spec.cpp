@@ -40,8 +40,8 @@ const LayerSchema& MaxPool2dSpec::static_schema() {
   static const LayerSchema s{
       LayerKind::kMaxPool2d,
       "maxpool2d",
-      "max over k x k windows, no padding (nn.MaxPool2d)",
-      {int_key("kernel", "2", 1, 1024, "window size (k x k)"),
+      "max over k×k windows, no padding (nn.MaxPool2d): C×H×W → C×(⌊(H−k)/s⌋+1)×(⌊(W−k)/s⌋+1)",
+      {int_key("kernel", "2", 1, 1024, "window size (k×k)"),
        int_key("stride", "=kernel", 1, 1024, "step between windows")}};
   return s;
 }
@@ -75,7 +75,7 @@ std::string upsample2d_describe(int scale) { return str("nearest x", scale); }
 const LayerSchema& UpSample2dSpec::static_schema() {
   static const LayerSchema s{LayerKind::kUpSample2d,
                              "upsample2d",
-                             "nearest-neighbour upsampling by an integer scale (nn.Upsample)",
+                             "nearest-neighbour upsampling by an integer scale (nn.Upsample): C×H×W → C×sH×sW",
                              {int_key("scale", "2", 1, 64, "factor on both axes")}};
   return s;
 }
@@ -98,8 +98,7 @@ Shape flatten_output_shape(const Shape& in) {
 const LayerSchema& FlattenSpec::static_schema() {
   static const LayerSchema s{LayerKind::kFlatten,
                              "flatten",
-                             "(N, C, H, W) to (N, C*H*W), the bridge from conv to linear layers "
-                             "(nn.Flatten)",
+                             "C×H×W → C·H·W, the bridge from conv to linear layers (nn.Flatten)",
                              {}};
   return s;
 }
