@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
       const ConvPass pass = ConvPass(pi);
       std::function<void()> def;
       if (pass == ConvPass::kForward)
-        def = [&] { gpu::implicit::upconv_forward(s, x, w, b, y, true); };
+        def = [&] { gpu::implicit::upconv_forward(s, x, w, b, y, Activation::relu()); };
       else if (pass == ConvPass::kBackwardData)
         def = [&] { gpu::implicit::upconv_backward_data(s, dy, w, x, dx); };
       else def = [&] { gpu::implicit::upconv_backward_params(s, x, dy, dw, db); };
@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
           const ConvPlan p = make_upconv_plan(s, pass, t, sp);
           std::function<void()> f;
           if (pass == ConvPass::kForward)
-            f = [&] { upconv_forward_planned(s, p, x, w, b, y, true); };
+            f = [&] { upconv_forward_planned(s, p, x, w, b, y, Activation::relu()); };
           else if (pass == ConvPass::kBackwardData)
             f = [&] { upconv_backward_data_planned(s, p, dy, w, x, dx); };
           else f = [&] { upconv_weight_grad_planned(s, p, x, dy, dw); };

@@ -5,7 +5,8 @@
 // kernels, batch 1, the CIFAR autoencoder's layers, shapes that select each
 // tile configuration and the split-K path, the four GEMM transposes with
 // accumulate on and off, padded and misaligned leading dimensions and
-// pointers, determinism, NaN-poisoned outputs and accumulation.
+// pointers, determinism, NaN-poisoned outputs and accumulation; the forward
+// with every epilogue activation (act_testing.h) on every one of these paths.
 //
 // Every device array sits between guard zones: inputs' guards hold NaN (a read
 // past either end would poison a result), outputs' guards a sentinel that must
@@ -36,6 +37,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "act_testing.h"
 #include "dev_array.h"
 #include "gpu_testing.h"
 #include "layers/conv_shape.h"
@@ -239,14 +241,26 @@ void check_conv(const ConvCase& cc, uint64_t seed, bool bias = true, size_t misa
   EXPECT_TRUE(matches(y.payload(), ref_forward(s, x, w, bias ? &b : nullptr))) << "forward";
   EXPECT_TRUE(y.guards_intact(kGuard)) << "forward";
 
-  // forward with the fused ReLU: the ReLU of the forward's own output, bit for bit
-  DevArray yr(dy.size(), misalign);
-  yr.upload(std::vector<float>(dy.size(), kNaN), kGuard);
-  imp::conv2d_forward_relu(s, dx_in->ptr(), dw_in->ptr(), bias ? db_in->ptr() : nullptr, yr.ptr());
-  finish("implicit conv2d_forward_relu");
-  // With no input channel the output is the bias alone: K values, maybe all positive.
-  EXPECT_TRUE(relu_of(y.payload(), yr.payload(), s.C > 0)) << "forward with the fused ReLU";
-  EXPECT_TRUE(yr.guards_intact(kGuard)) << "forward with the fused ReLU";
+  // forward with an activation in the epilogue (the ReLU and every other kind,
+  // act_testing.h): the activation of the forward's own output, bit for bit
+  // (sigmoid and tanh within 4 ulp of the host's)
+  const std::vector<float> slopes = random_floats(size_t(s.K), rng);  // prelu's, per channel
+  auto slopes_in = input(slopes);
+  const std::vector<float> plain = y.payload();
+  for (const Activation& act : epilogue_activations(slopes_in->ptr())) {
+    SCOPED_TRACE("epilogue " + act_name(act));
+    DevArray ya(dy.size(), misalign);
+    ya.upload(std::vector<float>(dy.size(), kNaN), kGuard);
+    imp::conv2d_forward_act(s, dx_in->ptr(), dw_in->ptr(), bias ? db_in->ptr() : nullptr,
+                            ya.ptr(), act);
+    finish("implicit conv2d_forward_act");
+    // With no input channel the output is the bias alone: K values, maybe all positive.
+    EXPECT_TRUE(act_of(plain, ya.payload(), act, slopes, size_t(s.P) * s.Q, size_t(s.K), s.C > 0));
+    if (act.kind == ActKind::kRelu) {
+      EXPECT_TRUE(relu_of(plain, ya.payload(), s.C > 0));
+    }
+    EXPECT_TRUE(ya.guards_intact(kGuard));
+  }
 
   // backward_data
   DevArray dx(x.size(), misalign);
@@ -706,6 +720,8 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0,
   const std::vector<float> dw0 = random_floats(s.weight_count(), rng);
   auto dx_in = input(x, misalign), dw_in = input(w, misalign), db_in = input(b, misalign),
        ddy_in = input(dy, misalign);
+  const std::vector<float> slopes = random_floats(size_t(s.K), rng);  // prelu's, per channel
+  auto slopes_in = input(slopes);
   const std::vector<double> want_y = ref_forward(s, x, w, &b);
   const std::vector<double> want_dx = ref_backward_data(s, dy, w);
   std::vector<double> want_dw = ref_weight_grad(s, x, dy);
@@ -739,12 +755,20 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0,
             finish("planned forward");
             EXPECT_TRUE(matches(y.payload(), want_y));
             EXPECT_TRUE(y.guards_intact(kGuard));
-            DevArray yr(dy.size(), misalign);  // with the fused ReLU (epilogue or split sum)
-            yr.upload(std::vector<float>(dy.size(), kNaN), kGuard);
-            conv_forward_planned(s, p, dx_in->ptr(), dw_in->ptr(), db_in->ptr(), yr.ptr(), true);
-            finish("planned forward with the fused ReLU");
-            EXPECT_TRUE(relu_of(y.payload(), yr.payload()));
-            EXPECT_TRUE(yr.guards_intact(kGuard));
+            // with an activation (the epilogue, or the split sum's): every kind
+            const std::vector<float> plain = y.payload();
+            for (const Activation& act : epilogue_activations(slopes_in->ptr())) {
+              SCOPED_TRACE("epilogue " + act_name(act));
+              DevArray ya(dy.size(), misalign);
+              ya.upload(std::vector<float>(dy.size(), kNaN), kGuard);
+              conv_forward_planned(s, p, dx_in->ptr(), dw_in->ptr(), db_in->ptr(), ya.ptr(), act);
+              finish("planned forward with an activation");
+              EXPECT_TRUE(act_of(plain, ya.payload(), act, slopes, size_t(s.P) * s.Q, size_t(s.K)));
+              if (act.kind == ActKind::kRelu) {
+                EXPECT_TRUE(relu_of(plain, ya.payload()));
+              }
+              EXPECT_TRUE(ya.guards_intact(kGuard));
+            }
           } else if (pass == ConvPass::kBackwardData) {
             DevArray dx(x.size(), misalign);
             dx.upload(std::vector<float>(x.size(), kNaN), kGuard);

@@ -3,8 +3,8 @@
 // followed by a 3×3, stride-1, pad-1 convolution, computed without forming the
 // upsampled tensor, against double-precision loops written here that DO form
 // it: up = up2(x_low), y = conv(up, w) + b, dx_low = up2_backward(conv_T(dy,
-// w)), dw += corr(up, dy), db += Σ dy, with the fused ReLU (forward) and the
-// ReLU mask (backward_data). Both folds: the GEMM fold (C % 8 == 0, K % 8 ==
+// w)), dw += corr(up, dy), db += Σ dy, with the fused ReLU and every other
+// epilogue activation (forward; act_testing.h) and the ReLU mask (backward_data). Both folds: the GEMM fold (C % 8 == 0, K % 8 ==
 // 0, K > 4) and the thin fold (1 ≤ K ≤ 4, any C). Shapes: every
 // low-resolution size from 1×1 up, odd and rectangular ones, batch 1, C and K
 // at the GEMM rule's multiples of 8 and K = 136 (two 128-wide column tiles),
@@ -51,6 +51,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "act_testing.h"
 #include "dev_array.h"
 #include "gpu_testing.h"
 #include "layers/conv_shape.h"
@@ -409,15 +410,19 @@ void check_upconv(const UpCase& uc, uint64_t seed) {
   auto x_in = input(f.x), w_in = input(f.w), b_in = input(f.b), dy_in = input(f.dy),
        m_in = input(f.mask);
 
-  // forward: {bias, no bias} × {plain, fused ReLU}
+  // forward: {bias, no bias} × {plain, fused ReLU, every other epilogue
+  // activation (act_testing.h: the activation of the plain output)}
+  Rng srng(seed + 1);
+  const std::vector<float> slopes = random_floats(size_t(s.K), srng);  // prelu's, per channel
+  auto slopes_in = input(slopes);
   for (bool bias : {true, false}) {
     SCOPED_TRACE(bias ? "with bias" : "no bias");
     const Ref want = bias ? with_bias(s, f.y, f.b) : f.y;
     auto y = output(f.dy.size()), yr = output(f.dy.size());
     imp::upconv_forward(s, x_in->ptr(), w_in->ptr(), bias ? b_in->ptr() : nullptr, y->ptr(),
-                        false);
+                        Activation::none());
     imp::upconv_forward(s, x_in->ptr(), w_in->ptr(), bias ? b_in->ptr() : nullptr, yr->ptr(),
-                        true);
+                        Activation::relu());
     finish("upconv_forward");
     const std::vector<float> got = y->payload(), got_r = yr->payload();
     EXPECT_TRUE(matches(got, want, f.ydims)) << "forward";
@@ -425,6 +430,15 @@ void check_upconv(const UpCase& uc, uint64_t seed) {
     EXPECT_TRUE(relu_of(got, got_r)) << "forward with the fused ReLU";
     EXPECT_TRUE(y->guards_intact(kGuard)) << "forward";
     EXPECT_TRUE(yr->guards_intact(kGuard)) << "forward with the fused ReLU";
+    for (const Activation& act : epilogue_activations(slopes_in->ptr())) {
+      SCOPED_TRACE("epilogue " + act_name(act));
+      auto ya = output(f.dy.size());
+      imp::upconv_forward(s, x_in->ptr(), w_in->ptr(), bias ? b_in->ptr() : nullptr, ya->ptr(),
+                          act);
+      finish("upconv_forward with an activation");
+      EXPECT_TRUE(act_of(got, ya->payload(), act, slopes, size_t(s.P) * s.Q, size_t(s.K)));
+      EXPECT_TRUE(ya->guards_intact(kGuard));
+    }
   }
 
   // backward_data: without and with the ReLU mask
@@ -587,7 +601,7 @@ TEST(GpuUpconv, AccuracyNotWorseThanDirect) {
     DevArray dw_fold(f.w.size()), db_fold(f.b.size());
     dw_fold.upload(std::vector<float>(f.w.size(), 0.0f), kGuard);
     db_fold.upload(std::vector<float>(f.b.size(), 0.0f), kGuard);
-    imp::upconv_forward(s, x_in->ptr(), w_in->ptr(), b_in->ptr(), y_fold->ptr(), false);
+    imp::upconv_forward(s, x_in->ptr(), w_in->ptr(), b_in->ptr(), y_fold->ptr(), Activation::none());
     imp::upconv_backward_data(s, dy_in->ptr(), w_in->ptr(), nullptr, dx_fold->ptr());
     imp::upconv_backward_params(s, x_in->ptr(), dy_in->ptr(), dw_fold.ptr(), db_fold.ptr());
     finish("upconv (accuracy)");
@@ -689,8 +703,8 @@ TEST(GpuUpconv, Deterministic) {
       DevArray dw(w.size()), db(b.size());
       dw.upload(dw0, kGuard);
       db.upload(b, kGuard);
-      imp::upconv_forward(s, x_in->ptr(), w_in->ptr(), b_in->ptr(), y->ptr(), false);
-      imp::upconv_forward(s, x_in->ptr(), w_in->ptr(), b_in->ptr(), yr->ptr(), true);
+      imp::upconv_forward(s, x_in->ptr(), w_in->ptr(), b_in->ptr(), y->ptr(), Activation::none());
+      imp::upconv_forward(s, x_in->ptr(), w_in->ptr(), b_in->ptr(), yr->ptr(), Activation::relu());
       imp::upconv_backward_data(s, dy_in->ptr(), w_in->ptr(), m_in->ptr(), dx->ptr());
       imp::upconv_backward_params(s, x_in->ptr(), dy_in->ptr(), dw.ptr(), db.ptr());
       finish("upconv (determinism)");
@@ -723,7 +737,7 @@ TEST(GpuUpconv, PoisonedOutputsFullyOverwritten) {
            m_in = input(f.mask);
       auto y = output(f.dy.size(), poison), dx = output(f.x.size(), poison),
            dxm = output(f.x.size(), poison);
-      imp::upconv_forward(f.s, x_in->ptr(), w_in->ptr(), b_in->ptr(), y->ptr(), true);
+      imp::upconv_forward(f.s, x_in->ptr(), w_in->ptr(), b_in->ptr(), y->ptr(), Activation::relu());
       imp::upconv_backward_data(f.s, dy_in->ptr(), w_in->ptr(), nullptr, dx->ptr());
       imp::upconv_backward_data(f.s, dy_in->ptr(), w_in->ptr(), m_in->ptr(), dxm->ptr());
       finish("upconv (poison)");
@@ -788,6 +802,9 @@ void check_planned_upconv(const UpCase& uc, uint64_t seed) {
        m_in = input(f.mask);
   const Ref want_y = with_bias(s, f.y, f.b), want_yr = with_relu(want_y);
   const Ref want_dxm = with_mask(f.dx, f.mask);
+  Rng srng(seed + 1);
+  const std::vector<float> slopes = random_floats(size_t(s.K), srng);  // prelu's, per channel
+  auto slopes_in = input(slopes);
   const Ref want_dw = accumulated(f.dw0, f.dw);
 
   const Tile all_tiles[] = {Tile::kL,  Tile::kM,  Tile::kS,  Tile::kThinN, Tile::kThinM,
@@ -818,9 +835,9 @@ void check_planned_upconv(const UpCase& uc, uint64_t seed) {
         if (pass == ConvPass::kForward) {
           auto y = output(f.dy.size()), yr = output(f.dy.size());
           det::upconv_forward_planned(s, p, x_in->ptr(), w_in->ptr(), b_in->ptr(), y->ptr(),
-                                      false);
+                                      Activation::none());
           det::upconv_forward_planned(s, p, x_in->ptr(), w_in->ptr(), b_in->ptr(), yr->ptr(),
-                                      true);
+                                      Activation::relu());
           finish("upconv_forward_planned");
           const std::vector<float> got = y->payload(), got_r = yr->payload();
           EXPECT_TRUE(matches(got, want_y, f.ydims));
@@ -828,6 +845,16 @@ void check_planned_upconv(const UpCase& uc, uint64_t seed) {
           EXPECT_TRUE(relu_of(got, got_r)) << "fused ReLU";
           EXPECT_TRUE(y->guards_intact(kGuard));
           EXPECT_TRUE(yr->guards_intact(kGuard)) << "fused ReLU";
+          // every other epilogue activation (the epilogue, or the split sum's)
+          for (const Activation& act : epilogue_activations(slopes_in->ptr())) {
+            SCOPED_TRACE("epilogue " + act_name(act));
+            auto ya = output(f.dy.size());
+            det::upconv_forward_planned(s, p, x_in->ptr(), w_in->ptr(), b_in->ptr(), ya->ptr(),
+                                        act);
+            finish("upconv_forward_planned with an activation");
+            EXPECT_TRUE(act_of(got, ya->payload(), act, slopes, size_t(s.P) * s.Q, size_t(s.K)));
+            EXPECT_TRUE(ya->guards_intact(kGuard));
+          }
         } else if (pass == ConvPass::kBackwardData) {
           auto dx = output(f.x.size()), dxm = output(f.x.size());
           det::upconv_backward_data_planned(s, p, dy_in->ptr(), w_in->ptr(), nullptr, dx->ptr());

@@ -277,9 +277,10 @@ void check_shape(const Conv2dShape& s) {
   check_extent("N·H·W", (long long)s.N * s.H * s.W);
 }
 
-ConvOut make_conv_out(float* out, const float* bias, long long M, int Nch, int plane,
-                      long long split_stride, bool relu = false, const float* mask = nullptr) {
-  ConvOut e{};
+template <bool ACT>
+ConvOutT<ACT> conv_out_fields(float* out, const float* bias, long long M, int Nch, int plane,
+                              long long split_stride, const float* mask) {
+  ConvOutT<ACT> e{};
   e.out = out;
   e.bias = bias;
   e.split_stride = split_stride;
@@ -288,8 +289,22 @@ ConvOut make_conv_out(float* out, const float* bias, long long M, int Nch, int p
   e.plane = plane;
   e.fplane = FastDiv(plane);
   e.vec = plane % 4 == 0 && aligned16(out) && (!mask || aligned16(mask));
-  e.relu = relu;
   e.mask = mask;
+  return e;
+}
+
+ConvOut make_conv_out(float* out, const float* bias, long long M, int Nch, int plane,
+                      long long split_stride, bool relu = false, const float* mask = nullptr) {
+  ConvOut e = conv_out_fields<false>(out, bias, M, Nch, plane, split_stride, mask);
+  e.act.relu = relu;
+  return e;
+}
+
+// A forward's output (no split, no mask) with an activation other than none or ReLU.
+ConvActOut make_conv_act_out(float* out, const float* bias, long long M, int Nch, int plane,
+                             const Activation& act) {
+  ConvActOut e = conv_out_fields<true>(out, bias, M, Nch, plane, 0, nullptr);
+  e.act.act = act;
   return e;
 }
 
@@ -384,6 +399,32 @@ void reduce_out_slices(const float* ws, int splits, long long count, int plane, 
   HPMC_CUDA_LAUNCH_CHECK(what);
 }
 
+// A forward's split slices summed (+ bias), then its activation: the original
+// kernel for none and ReLU, splitk_out_act_kernel for the others.
+void reduce_out_slices_act(const float* ws, int splits, long long count, int plane, int Nch,
+                           const float* bias, const Activation& act, float* out,
+                           const char* what) {
+  if (act.is_plain()) {
+    reduce_out_slices(ws, splits, count, plane, Nch, bias, act.kind == ActKind::kRelu, out, what);
+    return;
+  }
+  splitk_out_act_kernel<<<grid_stride_blocks(count), 256>>>(ws, splits, count, plane, Nch, bias,
+                                                            act, out);
+  HPMC_CUDA_LAUNCH_CHECK(what);
+}
+
+// y = act(y) in place over an N·Nch·plane output (the epilogue of a kernel without one).
+void activate_inplace(float* y, long long count, int plane, int Nch, const Activation& act,
+                      const char* what) {
+  if (act.is_none() || count == 0) return;
+  if (act.kind == ActKind::kRelu) {
+    relu_inplace_kernel<<<grid_stride_blocks(count), 256>>>(y, count);
+  } else {
+    act_inplace_kernel<<<grid_stride_blocks(count), 256>>>(y, count, plane, Nch, act);
+  }
+  HPMC_CUDA_LAUNCH_CHECK(what);
+}
+
 }  // namespace
 
 // ---- planned GEMM path (implicit_conv.h) -------------------------------------------------
@@ -452,7 +493,7 @@ ConvPlan make_conv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int spli
 }
 
 void conv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* x,
-                          const float* w, const float* b, float* y, bool relu) {
+                          const float* w, const float* b, float* y, const Activation& act) {
   check_shape(s);
   const ConvArgs a = make_args(s);
   if (a.NPQ == 0 || a.K == 0) return;
@@ -466,25 +507,30 @@ void conv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* 
     relayout_weights(a, w, false, ws);
     wb = ws;
   }
-  const ConvOut e = p.splits > 1
-                        ? make_conv_out(ws + wt_floats, nullptr, a.NPQ, a.K, a.PQ, count)
-                        : make_conv_out(y, b, a.NPQ, a.K, a.PQ, 0, relu);
-  with_conv_tile(p.tile, [&](auto cfg) {
-    using Cfg = decltype(cfg);
-    const dim3 grid = grid_of<Cfg>(a.NPQ, a.K, p.splits);
-    constexpr size_t smem = dyn_smem<Cfg>();
-    if (p.tap) {
-      allow_smem<conv_fwd_kernel<Cfg, true>>(smem);
-      conv_fwd_kernel<Cfg, true><<<grid, Cfg::NT, smem>>>(a, x, wb, p.tps, e);
-    } else {
-      allow_smem<conv_fwd_kernel<Cfg, false>>(smem);
-      conv_fwd_kernel<Cfg, false><<<grid, Cfg::NT, smem>>>(a, x, wb, p.tps, e);
-    }
-    HPMC_CUDA_LAUNCH_CHECK("implicit conv2d forward");
-  });
+  // The epilogue: a split's slices without bias or activation (the sum adds
+  // them); else ConvOut for none and ReLU, ConvActOut for any other activation.
+  const auto launch = [&](const auto& e) {
+    using Epi = std::decay_t<decltype(e)>;
+    with_conv_tile(p.tile, [&](auto cfg) {
+      using Cfg = decltype(cfg);
+      const dim3 grid = grid_of<Cfg>(a.NPQ, a.K, p.splits);
+      constexpr size_t smem = dyn_smem<Cfg>();
+      if (p.tap) {
+        allow_smem<conv_fwd_kernel<Cfg, true, Epi>>(smem);
+        conv_fwd_kernel<Cfg, true, Epi><<<grid, Cfg::NT, smem>>>(a, x, wb, p.tps, e);
+      } else {
+        allow_smem<conv_fwd_kernel<Cfg, false, Epi>>(smem);
+        conv_fwd_kernel<Cfg, false, Epi><<<grid, Cfg::NT, smem>>>(a, x, wb, p.tps, e);
+      }
+      HPMC_CUDA_LAUNCH_CHECK("implicit conv2d forward");
+    });
+  };
+  if (p.splits > 1) launch(make_conv_out(ws + wt_floats, nullptr, a.NPQ, a.K, a.PQ, count));
+  else if (act.is_plain()) launch(make_conv_out(y, b, a.NPQ, a.K, a.PQ, 0, act.kind == ActKind::kRelu));
+  else launch(make_conv_act_out(y, b, a.NPQ, a.K, a.PQ, act));
   if (p.splits > 1)
-    reduce_out_slices(ws + wt_floats, p.splits, count, a.PQ, a.K, b, relu, y,
-                      "implicit conv2d forward (split-K sum)");
+    reduce_out_slices_act(ws + wt_floats, p.splits, count, a.PQ, a.K, b, act, y,
+                          "implicit conv2d forward (split-K sum)");
 }
 
 void conv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const float* dy,
@@ -636,20 +682,6 @@ UpArgs make_up_args(const Conv2dShape& s) {
   return a;
 }
 
-// The shape of a 3×3 pad-1 stride-1 convolution of a ×2 upsampled map.
-bool upconv_shape(const Conv2dShape& s) {
-  return s.R == 3 && s.S == 3 && s.stride == 1 && s.pad == 1 && s.H > 0 && s.W > 0 &&
-         s.H % 2 == 0 && s.W % 2 == 0 && s.P == s.H && s.Q == s.W && s.N >= 0 && s.C > 0;
-}
-// The GEMM fold: the tap-major loaders' channel counts, and not thin.
-bool upconv_gemm_applies(const Conv2dShape& s) {
-  return upconv_shape(s) && s.C % 8 == 0 && s.K % 8 == 0 && s.K > kThinMaxK;
-}
-// The thin fold (upconv_thin_* kernels): 1 ≤ K ≤ 4, any C.
-bool upconv_thin_applies(const Conv2dShape& s) {
-  return upconv_shape(s) && s.K >= 1 && s.K <= kThinMaxK;
-}
-
 // The shape checks of every GEMM fold pass; throws where it does not apply.
 UpArgs checked_up_args(const Conv2dShape& s) {
   check_shape(s);
@@ -748,7 +780,7 @@ ConvPlan make_upconv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int sp
 }
 
 void upconv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* x_low,
-                            const float* w, const float* b, float* y, bool relu) {
+                            const float* w, const float* b, float* y, const Activation& act) {
   const UpArgs a = checked_up_args(s);
   if (a.M == 0) return;
   check_upconv_plan(s, ConvPass::kForward, p);
@@ -757,36 +789,51 @@ void upconv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float
   const size_t slice_floats = p.splits > 1 ? 4 * size_t(p.splits) * size_t(slab) : 0;
   float* ws = scratch().get(wf_floats + slice_floats);
   fold_weights(a, w, false, ws);
-  with_conv_tile(p.tile, [&](auto cfg) {
-    using Cfg = decltype(cfg);
-    const dim3 grid = grid_of<Cfg>(a.M, a.K, 4 * p.splits);
-    constexpr size_t smem = dyn_smem<Cfg>();
-    if (p.splits == 1) {
-      FoldOut e{};
-      e.out = y;
-      e.bias = b;
-      e.M = a.M;
-      e.K = a.K;
-      e.w = a.w;
-      e.W = a.W;
-      e.HW = a.HW;
-      e.fhw = a.fhw;
-      e.fw = a.fw;
-      e.row4 = a.w % 4 == 0;
-      e.relu = relu;
-      allow_smem<upconv_fwd_kernel<Cfg, FoldOut>>(smem);
-      upconv_fwd_kernel<Cfg, FoldOut><<<grid, Cfg::NT, smem>>>(a, x_low, ws, 1, p.tps, e);
-    } else {
-      const ConvOut e = make_conv_out(ws + wf_floats, nullptr, a.M, a.K, a.hw, slab);
-      allow_smem<upconv_fwd_kernel<Cfg, ConvOut>>(smem);
-      upconv_fwd_kernel<Cfg, ConvOut><<<grid, Cfg::NT, smem>>>(a, x_low, ws, p.splits, p.tps, e);
-    }
-    HPMC_CUDA_LAUNCH_CHECK("upsample fold forward");
-  });
+  // The epilogue: FoldOut for none and ReLU, FoldActOut for any other
+  // activation; a split's slices (ConvOut, no bias or activation) are summed after.
+  const auto launch = [&](const auto& e, int splits) {
+    using Epi = std::decay_t<decltype(e)>;
+    with_conv_tile(p.tile, [&](auto cfg) {
+      using Cfg = decltype(cfg);
+      const dim3 grid = grid_of<Cfg>(a.M, a.K, 4 * p.splits);
+      constexpr size_t smem = dyn_smem<Cfg>();
+      allow_smem<upconv_fwd_kernel<Cfg, Epi>>(smem);
+      upconv_fwd_kernel<Cfg, Epi><<<grid, Cfg::NT, smem>>>(a, x_low, ws, splits, p.tps, e);
+      HPMC_CUDA_LAUNCH_CHECK("upsample fold forward");
+    });
+  };
+  const auto fold_out = [&](auto e) {
+    e.out = y;
+    e.bias = b;
+    e.M = a.M;
+    e.K = a.K;
+    e.w = a.w;
+    e.W = a.W;
+    e.HW = a.HW;
+    e.fhw = a.fhw;
+    e.fw = a.fw;
+    e.row4 = a.w % 4 == 0;
+    return e;
+  };
+  if (p.splits > 1) {
+    launch(make_conv_out(ws + wf_floats, nullptr, a.M, a.K, a.hw, slab), p.splits);
+  } else if (act.is_plain()) {
+    FoldOut e = fold_out(FoldOut{});
+    e.act.relu = act.kind == ActKind::kRelu;
+    launch(e, 1);
+  } else {
+    FoldActOut e = fold_out(FoldActOut{});
+    e.act.act = act;
+    launch(e, 1);
+  }
   if (p.splits > 1) {
     const long long count = (long long)a.N * a.K * a.HW;
-    upconv_out_reduce_kernel<<<grid_stride_blocks(count), 256>>>(ws + wf_floats, p.splits, a, b,
-                                                                 relu, y);
+    if (act.is_plain())
+      upconv_out_reduce_kernel<<<grid_stride_blocks(count), 256>>>(
+          ws + wf_floats, p.splits, a, b, act.kind == ActKind::kRelu, y);
+    else
+      upconv_out_reduce_act_kernel<<<grid_stride_blocks(count), 256>>>(ws + wf_floats, p.splits,
+                                                                       a, b, act, y);
     HPMC_CUDA_LAUNCH_CHECK("upsample fold forward (split-K sum)");
   }
 }
@@ -877,7 +924,9 @@ const float4* thin_fold_weights(const UpArgs& a, const float* w, float* ws) {
 }  // namespace
 
 void thin_fold_forward(const Conv2dShape& s, const float* x_low, const float* w, const float* b,
-                       float* y, bool relu) {
+                       float* y, const Activation& act) {
+  // The kernel applies a ReLU itself; any other activation is a pass over y.
+  const bool relu = act.kind == ActKind::kRelu;
   const UpArgs a = checked_thin_args(s);
   if (a.M == 0) return;
   const long long gx = (a.Mp + 31) / 32;
@@ -889,6 +938,9 @@ void thin_fold_forward(const Conv2dShape& s, const float* x_low, const float* w,
     upconv_thin_fwd_kernel<KC><<<unsigned(gx), kThinFoldThreads>>>(a, x_low, wc, b, relu, vec, y);
   });
   HPMC_CUDA_LAUNCH_CHECK("thin upsample fold forward");
+  if (!act.is_plain())
+    activate_inplace(y, (long long)a.N * a.K * a.HW, a.HW, a.K, act,
+                     "thin upsample fold forward (activation)");
 }
 
 void thin_fold_backward_data(const Conv2dShape& s, const float* dy, const float* w,
@@ -942,33 +994,32 @@ using namespace implicit_detail;
 namespace {
 
 void forward(const Conv2dShape& s, const float* x, const float* w, const float* b, float* y,
-             bool relu) {
+             const Activation& act) {
   check_shape(s);
   if ((long long)s.N * s.P * s.Q == 0 || s.K == 0) return;
   const ThinPath thin =
       choose_thin(s.K, s.R, s.S, s.stride, s.pad, s.W, aligned16(x) && aligned16(y));
   if (thin != ThinPath::kNone) {
     thin_forward(s, thin, x, w, b, y);
-    if (relu) {  // the thin kernels have no ReLU of their own: a pass over y
-      const long long count = (long long)s.N * s.K * s.P * s.Q;
-      relu_inplace_kernel<<<grid_stride_blocks(count), 256>>>(y, count);
-      HPMC_CUDA_LAUNCH_CHECK("implicit conv2d forward (fused ReLU)");
-    }
+    // The thin kernels have no activation of their own: a pass over y.
+    activate_inplace(y, (long long)s.N * s.K * s.P * s.Q, s.P * s.Q, s.K, act,
+                     act.kind == ActKind::kRelu ? "implicit conv2d forward (fused ReLU)"
+                                                : "implicit conv2d forward (activation)");
     return;
   }
-  conv_forward_planned(s, plan_conv(s, ConvPass::kForward), x, w, b, y, relu);
+  conv_forward_planned(s, plan_conv(s, ConvPass::kForward), x, w, b, y, act);
 }
 
 }  // namespace
 
 void conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* b,
                     float* y) {
-  forward(s, x, w, b, y, false);
+  forward(s, x, w, b, y, Activation::none());
 }
 
-void conv2d_forward_relu(const Conv2dShape& s, const float* x, const float* w, const float* b,
-                         float* y) {
-  forward(s, x, w, b, y, true);
+void conv2d_forward_act(const Conv2dShape& s, const float* x, const float* w, const float* b,
+                        float* y, const Activation& act) {
+  forward(s, x, w, b, y, act);
 }
 
 void conv2d_backward_data(const Conv2dShape& s, const float* dy, const float* w, float* dx) {
@@ -1010,17 +1061,15 @@ void conv2d_backward_params(const Conv2dShape& s, const float* x, const float* d
   if (db) add_bias_grad(a, dy, db, "implicit conv2d backward_params (bias)");
 }
 
-bool upconv_applies(const Conv2dShape& s) {
-  return upconv_gemm_applies(s) || upconv_thin_applies(s);
-}
+bool upconv_applies(const Conv2dShape& s) { return upconv_fold_applies(s); }
 
 void upconv_forward(const Conv2dShape& s, const float* x_low, const float* w, const float* b,
-                    float* y, bool relu) {
+                    float* y, const Activation& act) {
   if (upconv_thin_applies(s)) {
-    thin_fold_forward(s, x_low, w, b, y, relu);
+    thin_fold_forward(s, x_low, w, b, y, act);
     return;
   }
-  upconv_forward_planned(s, plan_upconv(s, ConvPass::kForward), x_low, w, b, y, relu);
+  upconv_forward_planned(s, plan_upconv(s, ConvPass::kForward), x_low, w, b, y, act);
 }
 
 void upconv_backward_data(const Conv2dShape& s, const float* dy, const float* w,

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "layers/conv_shape.h"
+#include "layers/epilogue_act.h"
 
 namespace hpmc::gpu {
 
@@ -41,12 +42,15 @@ HPMC_CONV_FAMILY(implicit)
 #undef HPMC_CONV_FAMILY
 
 namespace implicit {
-// forward with the ReLU that follows the layer applied to each output as it is
-// written: y = relu(conv(x, w) + b), relu(v) = v < 0 ? 0 : v as the ReLU layer
-// computes it, so the bits of conv2d_forward then the ReLU (layer.h,
-// fuse_relu_forward).
-void conv2d_forward_relu(const Conv2dShape& s, const float* x, const float* w, const float* b,
-                         float* y);
+// forward with an activation applied to each output as it is written:
+// y = act(conv(x, w) + b), act as layers/epilogue_act.h computes it (the
+// activation layer's float operations), so for ReLU the bits of
+// conv2d_forward then the ReLU layer. None and ReLU run the kernels of
+// conv2d_forward (a ReLU flag in their epilogue); the other activations an
+// instantiation of the same kernels with the descriptor in the epilogue. The
+// thin kernels (K ≤ 4) have no epilogue: the activation is a pass over y.
+void conv2d_forward_act(const Conv2dShape& s, const float* x, const float* w, const float* b,
+                        float* y, const Activation& act);
 
 // ---- a nearest-neighbour ×2 upsample folded into the 3×3 convolution after it ----
 // s is the convolution's shape on the upsampled input (H = 2h, W = 2w); x_low
@@ -60,18 +64,21 @@ void conv2d_forward_relu(const Conv2dShape& s, const float* x, const float* w, c
 // conv(up(x)) by rounding only (tests/test_gpu_upconv.cpp bounds the error
 // against a double reference).
 //
-// Whether the fold takes this convolution: 3×3, stride 1, pad 1, H and W even
-// and positive, and either C % 8 == 0, K % 8 == 0 and K > 4 (the GEMM fold:
-// the tap-major loaders) or 1 ≤ K ≤ 4 with any C (the thin fold: kernels of
-// their own for an autoencoder's last layer).
+// Whether the fold takes this convolution: implicit_detail::upconv_fold_applies
+// (implicit_plan.h: 3×3, stride 1, pad 1, H and W even and positive, and either
+// C % 8 == 0, K % 8 == 0 and K > 4 (the GEMM fold: the tap-major loaders) or
+// 1 ≤ K ≤ 4 with any C (the thin fold: kernels of their own for an
+// autoencoder's last layer)).
 bool upconv_applies(const Conv2dShape& s);
-// y = conv(up(x_low), w) + b, then relu(y) when relu (as conv2d_forward_relu).
+// y = act(conv(up(x_low), w) + b) (as conv2d_forward_act; the thin fold
+// applies a ReLU in its kernel, any other activation in a pass over y).
 void upconv_forward(const Conv2dShape& s, const float* x_low, const float* w, const float* b,
-                    float* y, bool relu);
+                    float* y, const Activation& act);
 // dx_low = up_backward(conv_transpose(dy, w)): each low-resolution pixel gets
 // the sum over the 2×2 block it was copied to. relu_mask (may be null) is the
 // fold's input when a ReLU precedes the upsample: dx_low = relu_mask > 0 ?
-// dx_low : 0 (layer.h, fuse_relu_backward). Overwrites dx_low.
+// dx_low : 0 (the ReLU's backward, run here by a fused layer, fused_spec.h).
+// Overwrites dx_low.
 void upconv_backward_data(const Conv2dShape& s, const float* dy, const float* w,
                           const float* relu_mask, float* dx_low);
 // dw += corr(up(x_low), dy), db += Σ dy (db may be null).

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "layers/conv_shape.h"
+#include "layers/epilogue_act.h"
 #include "layers/gpu/implicit_plan.h"
 
 namespace hpmc::gpu::implicit_detail {
@@ -33,9 +34,10 @@ ConvPlan plan_conv(const Conv2dShape& s, ConvPass pass);
 // or for the weight gradient.
 ConvPlan make_conv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits, bool tap);
 
-// relu: the fused ReLU (conv2d_forward_relu, conv2d_kernels.h).
+// act: the activation of the epilogue (conv2d_forward_act, conv2d_kernels.h).
 void conv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* x,
-                          const float* w, const float* b, float* y, bool relu = false);
+                          const float* w, const float* b, float* y,
+                          const Activation& act = Activation::none());
 void conv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const float* dy,
                                 const float* w, float* dx);
 // dw += the weight gradient; db (when not null) += the bias gradient, as the
@@ -59,7 +61,7 @@ int upconv_ktiles(const Conv2dShape& s, ConvPass pass);
 ConvPlan plan_upconv(const Conv2dShape& s, ConvPass pass);
 ConvPlan make_upconv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits);
 void upconv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* x_low,
-                            const float* w, const float* b, float* y, bool relu);
+                            const float* w, const float* b, float* y, const Activation& act);
 void upconv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const float* dy,
                                   const float* w, const float* relu_mask, float* dx_low);
 // dw += the weight gradient (no bias: upconv_backward_params adds it).

@@ -14,6 +14,8 @@
 #include <cstddef>
 
 #include "layers/conv_shape.h"
+#include "layers/epilogue_act.h"
+#include "layers/gpu/epilogue_act.cuh"
 #include "layers/gpu/implicit_fastdiv.h"
 #include "layers/gpu/implicit_gemm_core.cuh"
 #include "layers/gpu/implicit_gemm_wide.cuh"
@@ -390,9 +392,30 @@ struct WgradTapBLoader {
 // The ReLU layer's function (v < 0 ? 0 : v: NaN passes), for a fused ReLU.
 __device__ __forceinline__ float relu_of(float v) { return v < 0.0f ? 0.0f : v; }
 
+// The activation of an epilogue. ACT = false: the original epilogue, `relu`
+// or nothing (a flag; no descriptor in the parameter space, so the kernels of
+// the none / ReLU path are as they were); ACT = true: any Activation
+// (layers/epilogue_act.h), for its own instantiation of the kernels.
+template <bool ACT>
+struct EpiAct {
+  bool relu;  // write relu(v) (a fused ReLU)
+  __device__ __forceinline__ float apply(float o, int /*ch*/) const {
+    return relu ? relu_of(o) : o;
+  }
+};
+template <>
+struct EpiAct<true> {
+  Activation act;
+  __device__ __forceinline__ float apply(float o, int ch) const {
+    return apply_activation(act, o, ch);
+  }
+};
+
 // ---- conv output epilogue: out[n][ch][pix], m = n·plane + pix, column = ch -------------
-// In a split-K launch slice blockIdx.z writes out + z·split_stride (no bias, no ReLU).
-struct ConvOut {
+// In a split-K launch slice blockIdx.z writes out + z·split_stride (no bias, no
+// activation). ConvOut has the ReLU flag, ConvActOut any activation (EpiAct).
+template <bool ACT>
+struct ConvOutT {
   static constexpr bool kAlongM = true;
   float* out;
   const float* bias;  // may be null
@@ -400,14 +423,13 @@ struct ConvOut {
   int M, Nch, plane;
   FastDiv fplane;
   bool vec;   // plane % 4 == 0 and out 16-byte aligned (and mask, when set)
-  bool relu;  // write relu(v + b) (a fused ReLU)
+  EpiAct<ACT> act;  // applied to v + b
   // Null, or a tensor of out's layout: out = mask > 0 ? v : 0 (the backward of
   // a ReLU before the layer, fused into its input gradient; no split, no bias).
   const float* mask;
 
-  __device__ __forceinline__ float value(float v, float b) const {
-    const float o = v + b;
-    return relu ? relu_of(o) : o;
+  __device__ __forceinline__ float value(float v, float b, int ch) const {
+    return act.apply(v + b, ch);
   }
   __device__ __forceinline__ static float masked(float v, float m) { return m > 0.f ? v : 0.f; }
 
@@ -420,7 +442,8 @@ struct ConvOut {
       int img, pix;
       fplane.divmod(m, img, pix);
       const size_t at = ((size_t)img * Nch + n) * plane + pix;
-      float4 r = make_float4(value(v[0], b), value(v[1], b), value(v[2], b), value(v[3], b));
+      float4 r = make_float4(value(v[0], b, n), value(v[1], b, n), value(v[2], b, n),
+                             value(v[3], b, n));
       if (mask) {
         const float4 mk = __ldg(reinterpret_cast<const float4*>(mask + at));
         r = make_float4(masked(r.x, mk.x), masked(r.y, mk.y), masked(r.z, mk.z), masked(r.w, mk.w));
@@ -433,12 +456,14 @@ struct ConvOut {
         int img, pix;
         fplane.divmod(m + i, img, pix);
         const size_t at = ((size_t)img * Nch + n) * plane + pix;
-        const float r = value(v[i], b);
+        const float r = value(v[i], b, n);
         o[at] = mask ? masked(r, __ldg(mask + at)) : r;
       }
     }
   }
 };
+using ConvOut = ConvOutT<false>;
+using ConvActOut = ConvOutT<true>;
 
 // The tap-major weight gradient added into dw (one slice): column n' = rs·C + c
 // of row ko is dw[ko][c][rs]. n' is a multiple of 4 and C % 4 == 0, so the
@@ -481,10 +506,11 @@ __device__ __forceinline__ void run_tile(AL& al, BL& bl, int kt0, int kt1, const
 }
 
 // TAP: the tap-major mapping (TapALoader; w is then the re-laid-out wt[(rs·C + c)·K + ko]).
-template <class Cfg, bool TAP>
+// Epi: ConvOut, or ConvActOut for an activation other than ReLU.
+template <class Cfg, bool TAP, class Epi = ConvOut>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     conv_fwd_kernel(const __grid_constant__ ConvArgs a, const float* __restrict__ x,
-                    const float* __restrict__ w, int tps, const __grid_constant__ ConvOut epi) {
+                    const float* __restrict__ w, int tps, const __grid_constant__ Epi epi) {
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
   int kt0, kt1;
@@ -637,6 +663,23 @@ __global__ void __launch_bounds__(256)
     if (bias) v += __ldg(bias + (int)((i / plane) % Nch));
     if (relu) v = relu_of(v);
     out[i] = mask ? ConvOut::masked(v, __ldg(mask + i)) : v;
+  }
+}
+
+// splitk_out_kernel's sum with any activation (no mask: a forward's output):
+// out[i] = act((float)(Σ_z ws[z·count + i], in double) + bias[ch]), ch = (i / plane) mod Nch.
+__global__ void __launch_bounds__(256)
+    splitk_out_act_kernel(const float* __restrict__ ws, int splits, long long count, int plane,
+                          int Nch, const float* __restrict__ bias,
+                          const __grid_constant__ Activation act, float* __restrict__ out) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += (long long)gridDim.x * blockDim.x) {
+    double s = 0.0;
+    for (int z = 0; z < splits; ++z) s += (double)ws[(long long)z * count + i];
+    float v = (float)s;
+    const int ch = (int)((i / plane) % Nch);
+    if (bias) v += __ldg(bias + ch);
+    out[i] = apply_activation(act, v, ch);
   }
 }
 

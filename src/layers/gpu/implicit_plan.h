@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include "layers/conv_shape.h"
+
 namespace hpmc::gpu::implicit_detail {
 
 // 128×128, 128×64, 64×64, 128×16, 16×128 on the engine of implicit_gemm_core.cuh;
@@ -231,6 +233,26 @@ inline void choose_thin_splits(long long gx, long long items, long long min_item
   want = std::max(1ll, std::min({want, (long long)kMaxSplits, by_items}));
   per = (items + want - 1) / want;
   splits = int((items + per - 1) / per);
+}
+
+// ---- the upsample fold (implicit::upconv_*, conv2d_kernels.h) ----------------------
+// The shape of a 3×3 pad-1 stride-1 convolution of a ×2 upsampled map.
+inline bool upconv_shape(const Conv2dShape& s) {
+  return s.R == 3 && s.S == 3 && s.stride == 1 && s.pad == 1 && s.H > 0 && s.W > 0 &&
+         s.H % 2 == 0 && s.W % 2 == 0 && s.P == s.H && s.Q == s.W && s.N >= 0 && s.C > 0;
+}
+// The GEMM fold: the tap-major loaders' channel counts, and not thin.
+inline bool upconv_gemm_applies(const Conv2dShape& s) {
+  return upconv_shape(s) && s.C % 8 == 0 && s.K % 8 == 0 && s.K > kThinMaxK;
+}
+// The thin fold (upconv_thin_* kernels): 1 ≤ K ≤ 4, any C.
+inline bool upconv_thin_applies(const Conv2dShape& s) {
+  return upconv_shape(s) && s.K >= 1 && s.K <= kThinMaxK;
+}
+// Whether either fold takes the convolution (implicit::upconv_applies): what
+// the GPU rewrite (model/gpu_rewrite.h) asks before it folds an upsample.
+inline bool upconv_fold_applies(const Conv2dShape& s) {
+  return upconv_gemm_applies(s) || upconv_thin_applies(s);
 }
 
 }  // namespace hpmc::gpu::implicit_detail

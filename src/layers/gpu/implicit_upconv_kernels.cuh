@@ -196,18 +196,19 @@ struct FoldWgradBLoader {
 
 // ---- the forward's epilogue without split-K: row m = (n, i, j) of parity
 // blockIdx.z, column ko, goes to y[n][ko][2i + py][2j + px] -----------------------------
-struct FoldOut {
+// FoldOut has the ReLU flag, FoldActOut any activation (EpiAct, implicit_conv_kernels.cuh).
+template <bool ACT>
+struct FoldOutT {
   static constexpr bool kAlongM = true;
   float* out;
   const float* bias;  // may be null
   int M, K, w, W, HW;
   FastDiv fhw, fw;
   bool row4;  // w % 4 == 0: rows m..m+3 (m a multiple of 4) lie in one image row
-  bool relu;
+  EpiAct<ACT> act;  // applied to v + b
 
-  __device__ __forceinline__ float value(float v, float b) const {
-    const float o = v + b;
-    return relu ? relu_of(o) : o;
+  __device__ __forceinline__ float value(float v, float b, int ch) const {
+    return act.apply(v + b, ch);
   }
   __device__ __forceinline__ float* at(int m, int n) const {
     const int p = blockIdx.z, py = p >> 1, px = p & 1;
@@ -222,16 +223,18 @@ struct FoldOut {
     if (row4) {  // m..m+3 are (i, j..j+3) of one image, all below M
       float* o = at(m, n);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o[2 * e] = value(v[e], b);
+      for (int e = 0; e < 4; ++e) o[2 * e] = value(v[e], b, n);
     } else {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         if (m + e >= M) break;
-        *at(m + e, n) = value(v[e], b);
+        *at(m + e, n) = value(v[e], b, n);
       }
     }
   }
 };
+using FoldOut = FoldOutT<false>;
+using FoldActOut = FoldOutT<true>;
 
 // ---- kernels ---------------------------------------------------------------------------
 
@@ -245,7 +248,7 @@ __device__ __forceinline__ void fold_slice(int splits, int ktiles, int tps, int&
 }
 
 // Forward, per parity: A = FoldALoader, B = wf[((p·4 + t)·C + c)·K + ko] (K contiguous).
-// Epi: FoldOut (splits = 1) or ConvOut into the parity-major split workspace.
+// Epi: FoldOut or FoldActOut (splits = 1), or ConvOut into the parity-major split workspace.
 template <class Cfg, class Epi>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     upconv_fwd_kernel(const __grid_constant__ UpArgs a, const float* __restrict__ x,
@@ -354,6 +357,28 @@ __global__ void __launch_bounds__(256)
     }
     float* o = dw + ((long long)ko * C + c) * 9 + rs;
     *o = (float)((double)*o + acc);
+  }
+}
+
+// upconv_out_reduce_kernel with any activation: act(the sum + bias) for the
+// pixel's output channel.
+__global__ void __launch_bounds__(256)
+    upconv_out_reduce_act_kernel(const float* __restrict__ ws, int splits,
+                                 const __grid_constant__ UpArgs a, const float* __restrict__ bias,
+                                 const __grid_constant__ Activation act, float* __restrict__ y) {
+  const long long count = (long long)a.N * a.K * a.HW, slab = (long long)a.M * a.K;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long plane = i / a.HW;  // n·K + ko
+    const int pix = int(i - plane * a.HW), Y = pix / a.W, X = pix - Y * a.W;
+    const int p = 2 * (Y & 1) + (X & 1);
+    const float* src = ws + (long long)p * splits * slab + plane * a.hw + (Y >> 1) * a.w + (X >> 1);
+    double s = 0.0;
+    for (int z = 0; z < splits; ++z) s += (double)src[z * slab];
+    float v = (float)s;
+    const int ko = (int)(plane % a.K);
+    if (bias) v += __ldg(bias + ko);
+    y[i] = apply_activation(act, v, ko);
   }
 }
 
