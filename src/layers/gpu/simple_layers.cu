@@ -28,6 +28,7 @@
 
 #include "core/cuda_check.h"
 #include "layers/gpu/implicit_fastdiv.h"
+#include "layers/gpu/simple_kernels.h"
 #include "layers/gpu/simple_layers.h"
 
 namespace hpmc::gpu {
@@ -365,13 +366,10 @@ __global__ void upsample2x_backward_kernel(const float* __restrict__ dy, float* 
 
 }  // namespace
 
-// ---- the layers ------------------------------------------------------------------
+// ---- the kernels as host functions (simple_kernels.h) ----------------------------
 
-void ReLUGPU::forward_impl(const Tensor& x, Tensor& y) {
-  const size_t n = x.numel();
+void relu_forward(const float* xp, float* yp, size_t n) {
   if (n == 0) return;
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
   if (aligned16(xp) && aligned16(yp)) {
     const size_t n4 = n / 4;
     relu_forward_vec_kernel<<<grid_for(n4 > 0 ? n4 : 1), kBlock>>>(
@@ -382,12 +380,8 @@ void ReLUGPU::forward_impl(const Tensor& x, Tensor& y) {
   HPMC_CUDA_LAUNCH_CHECK("relu forward kernel");
 }
 
-void ReLUGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Tensor* dx) {
-  if (!dx) return;
-  const size_t n = x.numel();
+void relu_backward(const float* xp, const float* dyp, float* dxp, size_t n) {
   if (n == 0) return;
-  const float *xp = x.data<float>(), *dyp = dy.data<float>();
-  float* dxp = dx->data<float>();
   if (aligned16(xp) && aligned16(dyp) && aligned16(dxp)) {
     const size_t n4 = n / 4;
     relu_backward_vec_kernel<<<grid_for(n4 > 0 ? n4 : 1), kBlock>>>(
@@ -399,99 +393,119 @@ void ReLUGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& 
   HPMC_CUDA_LAUNCH_CHECK("relu backward kernel");
 }
 
-void MaxPool2dGPU::forward_impl(const Tensor& x, Tensor& y) {
-  // Layer::forward has checked x and y against output_shape(), which throws
-  // unless the window fits (so oh, ow ≥ 1).
-  const Shape& s = x.shape();
-  const Shape o = y.shape();
+namespace {
+
+// The 2×2 stride-2 vector kernels apply: H even, W % 4 == 0 (so every output
+// pair and input float4 row segment lies in one row), tensors 16-byte
+// aligned, and a thread count that fits the 32-bit index.
+bool maxpool_fast_2x2(const PoolWindow& win, const Shape& in, const float* a, const float* b,
+                      const float* c) {
+  return win.kernel == 2 && win.stride == 2 && in.h % 2 == 0 && in.w % 4 == 0 &&
+         aligned16(a) && aligned16(b) && (!c || aligned16(c)) && in.count() / 8 < kMaxVecItems;
+}
+
+// The scale-2 vector kernels apply: W even (input float2s, output float4s
+// within a row), tensors 16-byte aligned, a thread count that fits 32 bits.
+bool upsample_fast_2x(int scale, const Shape& in, const float* a, const float* b) {
+  return scale == 2 && in.w % 2 == 0 && aligned16(a) && aligned16(b) &&
+         in.count() / 2 < kMaxVecItems;
+}
+
+}  // namespace
+
+void maxpool2d_forward(const Shape& s, const PoolWindow& win, const float* xp, float* yp) {
+  // maxpool2d_output_shape throws unless the window fits (so oh, ow ≥ 1).
+  const Shape o = maxpool2d_output_shape(win, s);
   const size_t total = o.count();
   if (total == 0) return;
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
-  if (fast_2x2(s, xp, yp, nullptr)) {
+  if (maxpool_fast_2x2(win, s, xp, yp, nullptr)) {
     const size_t quads = total / 2;  // = planes · OH · W/4
     maxpool2x2_forward_kernel<<<grid_for(quads), kBlock>>>(xp, yp, unsigned(quads),
                                                            FastDiv(s.w / 4), s.w);
   } else {
     maxpool_forward_kernel<<<grid_for(total), kBlock>>>(xp, yp, total, s.h, s.w, o.h, o.w,
-                                                        win_.kernel, win_.stride);
+                                                        win.kernel, win.stride);
   }
   HPMC_CUDA_LAUNCH_CHECK("maxpool2d forward kernel");
 }
 
-void MaxPool2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& dy,
-                                 Tensor* dx) {
-  if (!dx) return;
-  const Shape& s = x.shape();
-  const Shape& o = dy.shape();
+void maxpool2d_backward(const Shape& s, const PoolWindow& win, const float* xp, const float* dyp,
+                        float* dxp, bool relu_mask) {
   const size_t total = s.count();
   if (total == 0) return;
-  const float *xp = x.data<float>(), *dyp = dy.data<float>();
-  float* dxp = dx->data<float>();
+  const Shape o = maxpool2d_output_shape(win, s);
   const size_t outs = o.count();
-  if (fast_2x2(s, xp, dyp, dxp)) {
+  if (maxpool_fast_2x2(win, s, xp, dyp, dxp)) {
     const size_t quads = outs / 2;
     maxpool2x2_backward_kernel<<<grid_for(quads), kBlock>>>(xp, dyp, dxp, unsigned(quads),
-                                                            FastDiv(s.w / 4), s.w, relu_);
-  } else if (win_.stride >= win_.kernel && outs > 0) {
+                                                            FastDiv(s.w / 4), s.w, relu_mask);
+  } else if (win.stride >= win.kernel && outs > 0) {
     maxpool_backward_cells_kernel<<<grid_for(outs), kBlock>>>(
-        xp, dyp, dxp, outs, s.h, s.w, o.h, o.w, win_.kernel, win_.stride, relu_);
+        xp, dyp, dxp, outs, s.h, s.w, o.h, o.w, win.kernel, win.stride, relu_mask);
   } else {
     maxpool_backward_kernel<<<grid_for(total), kBlock>>>(xp, dyp, dxp, total, s.h, s.w, o.h, o.w,
-                                                         win_.kernel, win_.stride, relu_);
+                                                         win.kernel, win.stride, relu_mask);
   }
   HPMC_CUDA_LAUNCH_CHECK("maxpool2d backward kernel");
 }
 
-// The 2×2 stride-2 vector kernels apply: H even, W % 4 == 0 (so every output
-// pair and input float4 row segment lies in one row), tensors 16-byte
-// aligned, and a thread count that fits the 32-bit index.
-bool MaxPool2dGPU::fast_2x2(const Shape& in, const float* a, const float* b,
-                            const float* c) const {
-  return win_.kernel == 2 && win_.stride == 2 && in.h % 2 == 0 && in.w % 4 == 0 &&
-         aligned16(a) && aligned16(b) && (!c || aligned16(c)) && in.count() / 8 < kMaxVecItems;
-}
-
-void UpSample2dGPU::forward_impl(const Tensor& x, Tensor& y) {
-  const Shape& s = x.shape();
-  const size_t total = y.numel();
+void upsample2d_forward(const Shape& s, int scale, const float* xp, float* yp) {
+  const size_t total = upsample2d_output_shape(scale, s).count();
   if (total == 0) return;
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
-  if (fast_2x(s, xp, yp)) {
+  if (upsample_fast_2x(scale, s, xp, yp)) {
     const size_t pairs = s.count() / 2;
     upsample2x_forward_kernel<<<grid_for(pairs), kBlock>>>(xp, yp, unsigned(pairs),
                                                            FastDiv(s.w / 2), s.w);
   } else {
-    upsample_forward_kernel<<<grid_for(total), kBlock>>>(xp, yp, total, s.h, s.w, scale_);
+    upsample_forward_kernel<<<grid_for(total), kBlock>>>(xp, yp, total, s.h, s.w, scale);
   }
   HPMC_CUDA_LAUNCH_CHECK("upsample2d forward kernel");
 }
 
-void UpSample2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& dy,
-                                  Tensor* dx) {
-  if (!dx) return;
-  const Shape& s = x.shape();
+void upsample2d_backward(const Shape& s, int scale, const float* dyp, float* dxp,
+                         const float* mask) {
   const size_t total = s.count();
   if (total == 0) return;
-  const float* dyp = dy.data<float>();
-  float* dxp = dx->data<float>();
-  const float* mask = relu_ ? x.data<float>() : nullptr;
-  if (fast_2x(s, dyp, dxp) && (!mask || aligned16(mask))) {
+  if (upsample_fast_2x(scale, s, dyp, dxp) && (!mask || aligned16(mask))) {
     upsample2x_backward_kernel<<<grid_for(total / 2), kBlock>>>(dyp, dxp, unsigned(total / 2),
                                                                 FastDiv(s.w / 2), s.w, mask);
   } else {
-    upsample_backward_kernel<<<grid_for(total), kBlock>>>(dyp, dxp, total, s.h, s.w, scale_,
+    upsample_backward_kernel<<<grid_for(total), kBlock>>>(dyp, dxp, total, s.h, s.w, scale,
                                                           mask);
   }
   HPMC_CUDA_LAUNCH_CHECK("upsample2d backward kernel");
 }
 
-// The scale-2 vector kernels apply: W even (input float2s, output float4s
-// within a row), tensors 16-byte aligned, a thread count that fits 32 bits.
-bool UpSample2dGPU::fast_2x(const Shape& in, const float* a, const float* b) const {
-  return scale_ == 2 && in.w % 2 == 0 && aligned16(a) && aligned16(b) &&
-         in.count() / 2 < kMaxVecItems;
+// ---- the layers ------------------------------------------------------------------
+
+void ReLUGPU::forward_impl(const Tensor& x, Tensor& y) {
+  relu_forward(x.data<float>(), y.data<float>(), x.numel());
+}
+
+void ReLUGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Tensor* dx) {
+  if (!dx) return;
+  relu_backward(x.data<float>(), dy.data<float>(), dx->data<float>(), x.numel());
+}
+
+void MaxPool2dGPU::forward_impl(const Tensor& x, Tensor& y) {
+  maxpool2d_forward(x.shape(), win_, x.data<float>(), y.data<float>());
+}
+
+void MaxPool2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& dy,
+                                 Tensor* dx) {
+  if (!dx) return;
+  maxpool2d_backward(x.shape(), win_, x.data<float>(), dy.data<float>(), dx->data<float>(),
+                     /*relu_mask=*/false);
+}
+
+void UpSample2dGPU::forward_impl(const Tensor& x, Tensor& y) {
+  upsample2d_forward(x.shape(), scale_, x.data<float>(), y.data<float>());
+}
+
+void UpSample2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& dy,
+                                  Tensor* dx) {
+  if (!dx) return;
+  upsample2d_backward(x.shape(), scale_, dy.data<float>(), dx->data<float>(), nullptr);
 }
 
 // Copies rather than views, as FlattenCPU: the model owns each activation

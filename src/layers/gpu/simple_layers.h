@@ -17,15 +17,17 @@
 //              overlap (stride ≥ kernel) each element gets at most one term:
 //              one thread per window writes 0 + dy at its first maximum and 0
 //              on the rest of its cell.
-//              With a fused ReLU before it (fuse_relu_backward), backward
-//              writes x > 0 ? v : 0 for each dx value v, x its own input (the
-//              ReLU's output): the ReLU's backward, whose mask reads the ReLU's
-//              input, gives the same, as relu(u) > 0 ⇔ u > 0.
+//              With the mask of a ReLU before it (simple_kernels.h, run by a
+//              fused layer), backward writes x > 0 ? v : 0 for each dx value
+//              v, x its own input (the ReLU's output): the ReLU's backward,
+//              whose mask reads the ReLU's input, gives the same, as
+//              relu(u) > 0 ⇔ u > 0.
 //   UpSample2D forward copies; backward sums each s×s block of dy in
-//              row-major order from 0; with a fused ReLU before it, x > 0 ?
-//              sum : 0 (as MaxPool2D).
+//              row-major order from 0; with a ReLU's mask, x > 0 ? sum : 0
+//              (as MaxPool2D).
 // The common shapes (ReLU always, MaxPool 2×2 stride 2, UpSample ×2) run
-// float4 kernels with the same arithmetic; simple_layers.cu lists them.
+// float4 kernels with the same arithmetic; simple_layers.cu lists them. The
+// kernels are also host functions (simple_kernels.h), which the layers call.
 //   Flatten    a device-to-device copy (forward y ← x, backward dx ← dy).
 // Schemas, shapes, config checks and describe() come from the spec classes
 // (layers/pool_spec.h, layers/activation_spec.h), shared with the CPU
@@ -54,43 +56,18 @@ class MaxPool2dGPU : public LayerGPU<MaxPool2dSpec> {
  public:
   using LayerGPU::LayerGPU;
 
-  // The ReLU before this layer: backward writes x > 0 ? dx : 0 (layer.h).
-  bool fuse_relu_backward() override {
-    relu_ = true;
-    return true;
-  }
-
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;
   void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
-
- private:
-  // Whether the 2×2 stride-2 vector kernels take input shape `in` with these
-  // tensors (c may be null); simple_layers.cu.
-  bool fast_2x2(const Shape& in, const float* a, const float* b, const float* c) const;
-
-  bool relu_ = false;  // backward applies the preceding ReLU's mask
 };
 
 class UpSample2dGPU : public LayerGPU<UpSample2dSpec> {
  public:
   using LayerGPU::LayerGPU;
 
-  // The ReLU before this layer: backward writes x > 0 ? dx : 0 (layer.h).
-  bool fuse_relu_backward() override {
-    relu_ = true;
-    return true;
-  }
-
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;
   void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
-
- private:
-  // Whether the scale-2 vector kernels take input shape `in` with these tensors.
-  bool fast_2x(const Shape& in, const float* a, const float* b) const;
-
-  bool relu_ = false;  // backward applies the preceding ReLU's mask
 };
 
 class FlattenGPU : public LayerGPU<FlattenSpec> {
