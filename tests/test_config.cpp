@@ -63,7 +63,7 @@ TEST(Config, ReadsValuesAndDefaults) {
   EXPECT_EQ(c.data.train_limit, 0);
 }
 
-// training.fold_upsample (model.h): on by default, a bool like training.fuse,
+// training.fold_upsample (model/gpu_rewrite.h): on by default, a bool like training.fuse,
 // settable by --set, and a wrong value is the usual located error.
 TEST(Config, FoldUpsampleDefaultsToTrueAndParses) {
   EXPECT_TRUE(parse_config(kGood, "cfg.yaml").training.fold_upsample);

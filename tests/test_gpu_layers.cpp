@@ -273,10 +273,12 @@ void add_signed_zeros(Tensor& u, bool nans) {
     for (size_t i = 5; i < u.numel(); i += 23) u.data<float>()[i] = kNaN;
 }
 
-// The GPU layer with the ReLU before it folded into its backward, against the
-// CPU pair relu → cpu on input u: the same output and the same gradient with
-// respect to u, bit for bit.
-void expect_matches_relu_pair(Layer& cpu, LayerPtr gpu, const Tensor& u, Rng& rng,
+// A fused layer [relu, layer] (layers/fused_spec.h: the ReLU's forward
+// kernel, then the layer's, whose backward applies the ReLU's mask to the
+// gradient it writes: maxpool2d_backward / upsample2d_backward with the mask,
+// simple_kernels.h), against the CPU pair relu → cpu on input u: the same
+// output and the same gradient with respect to u, bit for bit.
+void expect_matches_relu_pair(Layer& cpu, ChainStep step, const Tensor& u, Rng& rng,
                               const std::string& what) {
   const Shape& s = u.shape();
   ReLUCPU relu("r");
@@ -289,16 +291,38 @@ void expect_matches_relu_pair(Layer& cpu, LayerPtr gpu, const Tensor& u, Rng& rn
   Tensor dp = filled(s, 0.f), du = filled(s, 0.f);
   cpu.backward(x, y, dy, &dp);
   relu.backward(u, x, dp, &du);
+  ChainStep r;
+  r.kind = ChainStep::Kind::kAct;
+  r.act = Activation::relu();
+  r.layers = {"r"};
+  step.mask_input = true;
+  LayerPtr gpu = gpu::make_fused_layer({r, step});
   gpu->set_input_shape(s);
-  ASSERT_TRUE(gpu->fuse_relu_backward());
-  const Pass g = run_gpu(*gpu, x, dy);
+  const Pass g = run_gpu(*gpu, u, dy);
+  EXPECT_EQ(count_nan(g.y), 0u) << what << ": forward left elements unwritten";
   expect_bit_equal(y, g.y, what + " forward");
   expect_bit_equal(du, g.dx, what + " backward");
 }
 
-// A ReLU's backward fused into the max pool after it (Layer::fuse_relu_backward):
-// the pool's backward on x = relu(u) must give, bit for bit, the CPU pool's
-// backward followed by the CPU ReLU's (mask u > 0). Every backward kernel:
+ChainStep pool_step(const MaxPool2dConfig& cfg) {
+  ChainStep p;
+  p.kind = ChainStep::Kind::kMaxPool;
+  p.win = maxpool2d_window("p", cfg);
+  p.layers = {"p"};
+  return p;
+}
+
+ChainStep upsample_step(int scale) {
+  ChainStep p;
+  p.kind = ChainStep::Kind::kUpsample;
+  p.scale = scale;
+  p.layers = {"u"};
+  return p;
+}
+
+// A ReLU's backward fused into the max pool after it (a fused layer [relu,
+// maxpool2d]): the pool's backward on x = relu(u) with the mask must give, bit
+// for bit, the CPU pool's backward followed by the CPU ReLU's (mask u > 0). Every backward kernel:
 // the 2×2 stride-2 vector path (W % 4 == 0), the cells path (stride ≥ kernel)
 // and the gather (overlapping windows); ties, exact zeros of both signs and
 // NaN among u.
@@ -318,7 +342,7 @@ TEST(GpuLayers, MaxPoolWithFusedReLUBackwardMatchesTheCpuPair) {
         Tensor u = kind == 1 ? integer_tensor(s, rng) : testing::random_tensor(s, rng);
         add_signed_zeros(u, kind == 2);
         MaxPool2dCPU pool("p", cfg);
-        expect_matches_relu_pair(pool, gpu_maxpool("p", cfg), u, rng,
+        expect_matches_relu_pair(pool, pool_step(cfg), u, rng,
                                  str("maxpool k", cfg.kernel, " s", cfg.stride, " ", s.str(),
                                      " kind ", kind, " with fused relu"));
       }
@@ -423,7 +447,7 @@ TEST(GpuLayers, VectorKernelsMatchCpuBitForBit) {
   }
 }
 
-// A ReLU's backward fused into the upsample after it: as for the max pool,
+// A ReLU's backward fused into the upsample after it ([relu, upsample2d]): as for the max pool,
 // the GPU upsample's backward on x = relu(u) must give the CPU upsample's
 // backward followed by the CPU ReLU's, bit for bit (the scale-2 vector path
 // and the scalar one; zeros of both signs and NaN among u).
@@ -438,7 +462,7 @@ TEST(GpuLayers, UpSampleWithFusedReLUBackwardMatchesTheCpuPair) {
         Tensor u = testing::random_tensor(s, rng);
         add_signed_zeros(u, with_nan);
         UpSample2dCPU up("u", scale);
-        expect_matches_relu_pair(up, make_layer("upsample2d", str("{scale: ", scale, "}"), Impl::kIm2col, Shape(), "u"), u, rng,
+        expect_matches_relu_pair(up, upsample_step(scale), u, rng,
                                  str("upsample x", scale, " ", s.str(), with_nan ? " NaN" : "",
                                      " with fused relu"));
       }

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "gpu_testing.h"
 #include "layers/conv2d_spec.h"
+#include "layers/fused_spec.h"
 #include "layers/gpu/factory.h"
 #include "model/registry.h"
 #include "model/checkpoint.h"
@@ -142,13 +143,21 @@ TEST(GpuTrain, SameSeedSameWeightsBitForBit) {
   }
 }
 
-// ReLU fusion (model.h) on im2col: relu1, relu2, relu3 run inside the convs
-// before them in forward, inside the pools / the upsample after them in
-// backward, and training gives the same bits as with every ReLU on its own.
-// naive and tiled convs decline the forward fusion; the backward still fuses.
-// The upsample fold, which changes bits by rounding, is off here
+// The config layers each layer of the model runs ("conv1+relu1+pool1" for a
+// fused one), space separated.
+std::string run_list(const Model& m) {
+  std::string s;
+  for (const LayerPtr& l : m.layers()) s += (s.empty() ? "" : " ") + l->name();
+  return s;
+}
+
+// The GPU rewrite (model/gpu_rewrite.h) with the fold off: on im2col each
+// ReLU's forward runs in the epilogue of the conv before it and its backward
+// in the pool / upsample after it (fused layers); on tiled only the backward
+// (a fused [relu, pool]). Either way training gives the bits of the plain
+// layers (fuse = false). The fold, which changes bits by rounding, is off here
 // (training.fold_upsample: false; GpuUpsampleFold tests it).
-TEST(GpuTrain, FusedReLUsGiveTheSameBits) {
+TEST(GpuTrain, FusedLayersGiveTheSameBits) {
   HPMC_REQUIRE_GPU();
   Dataset tr = testing::synthetic_blobs(640, 9), te = testing::synthetic_blobs(64, 10);
   std::string no_fold = kAe;
@@ -157,21 +166,12 @@ TEST(GpuTrain, FusedReLUsGiveTheSameBits) {
     SCOPED_TRACE(impl_name(impl));
     GpuRun fused = train(no_fold.c_str(), impl, tr, te),
            plain = train(no_fold.c_str(), impl, tr, te, /*fuse=*/false);
-    const Model& m = *fused.model;
-    // conv1 relu1 pool1 conv2 relu2 pool2 up1 conv3 relu3 up2 conv4
-    ASSERT_EQ(m.layers().size(), 11u);
-    for (int i : {1, 4, 8}) EXPECT_EQ(m.forward_fused(i), impl == Impl::kIm2col) << i;
-    for (int i : {1, 4, 8}) EXPECT_TRUE(m.backward_fused(i)) << i;
-    // Neither upsample folds, so every result keeps its bits.
-    for (int i = 0; i < 11; ++i) EXPECT_FALSE(m.upsample_folded(i)) << i;
-    for (int i : {0, 2, 3, 5, 6, 7, 9, 10}) {
-      EXPECT_FALSE(m.forward_fused(i)) << i;
-      EXPECT_FALSE(m.backward_fused(i)) << i;
-    }
-    for (size_t i = 0; i < plain.model->layers().size(); ++i) {
-      EXPECT_FALSE(plain.model->forward_fused(int(i)));
-      EXPECT_FALSE(plain.model->backward_fused(int(i)));
-    }
+    EXPECT_EQ(run_list(*fused.model),
+              impl == Impl::kIm2col
+                  ? "conv1+relu1+pool1 conv2+relu2+pool2 up1 conv3+relu3+up2 conv4"
+                  : "conv1 relu1+pool1 conv2 relu2+pool2 up1 conv3 relu3+up2 conv4");
+    EXPECT_EQ(run_list(*plain.model),
+              "conv1 relu1 pool1 conv2 relu2 pool2 up1 conv3 relu3 up2 conv4");
     Tensor pa = fused.model->params().params().to_device(Device::kCPU);
     Tensor pb = plain.model->params().params().to_device(Device::kCPU);
     EXPECT_EQ(std::memcmp(pa.raw(), pb.raw(), pa.bytes()), 0) << "weights differ";
@@ -184,34 +184,34 @@ TEST(GpuTrain, FusedReLUsGiveTheSameBits) {
 }
 
 // The features layer keeps its own output: with features: conv1 the ReLU after
-// it is not fused into its forward (its backward still is, into pool1), and
-// the features forward runs. training.fuse: false fuses nothing.
-TEST(GpuTrain, NoForwardFusionIntoTheFeaturesLayer) {
+// it is not in its epilogue (its backward still runs in pool1: a fused [relu1,
+// pool1]), and the features forward gives conv1's output, negatives included.
+// training.fuse: false fuses nothing.
+TEST(GpuTrain, NoFusedLayerHidesTheFeaturesLayer) {
   HPMC_REQUIRE_GPU();
   std::string yaml = kAe;
   yaml.replace(yaml.find("features: pool2"), 15, "features: conv1");
   const Config cfg = parse_config(yaml, "t.yaml");
   auto m = Model::build(cfg, Impl::kIm2col, Shape(1, 1, 28, 28), 10);
-  EXPECT_FALSE(m->forward_fused(1));
-  EXPECT_TRUE(m->backward_fused(1));
-  EXPECT_TRUE(m->forward_fused(4));
+  EXPECT_EQ(run_list(*m), "conv1 relu1+pool1 conv2+relu2+pool2 up1 conv3+relu3+up2+conv4");
+  EXPECT_EQ(m->features_layer(), 0);
+  EXPECT_EQ(m->features_name(), "conv1");
   m->params().init(1);
   m->allocate(4);
   Rng rng(11);
   const Tensor x = testing::random_tensor(Shape(4, 1, 28, 28), rng).to_device(Device::kGPU);
-  Tensor f = m->forward(x, 0).to_device(Device::kCPU);
+  Tensor f = m->forward(x, m->features_layer()).to_device(Device::kCPU);
+  EXPECT_EQ(f.shape(), Shape(4, 8, 28, 28));
   size_t negative = 0;
   for (size_t i = 0; i < f.numel(); ++i) negative += f.data<float>()[i] < 0 ? 1 : 0;
   EXPECT_GT(negative, 0u) << "conv1's features lost their negative values to the ReLU";
 
-  // training.fuse: false switches the fusion off.
+  // training.fuse: false switches the rewrite off.
   std::string off = kAe;
   off.replace(off.find("seed: 4}"), 8, "seed: 4, fuse: false}");
   auto plain = Model::build(parse_config(off, "t.yaml"), Impl::kIm2col, Shape(1, 1, 28, 28), 10);
-  for (size_t i = 0; i < plain->layers().size(); ++i) {
-    EXPECT_FALSE(plain->forward_fused(int(i))) << i;
-    EXPECT_FALSE(plain->backward_fused(int(i))) << i;
-  }
+  EXPECT_EQ(run_list(*plain), "conv1 relu1 pool1 conv2 relu2 pool2 up1 conv3 relu3 up2 conv4");
+  EXPECT_TRUE(plain->rewrite().groups.empty());
 }
 
 // ---- the upsample fold (model.h, training.fold_upsample) ----
@@ -240,8 +240,6 @@ model:
     - {name: conv5, type: conv2d, out_channels: 1, kernel: 3, padding: 1}
 training: {epochs: 2, batch_size: 32, lr: 0.05, momentum: 0.9, seed: 4}
 )";
-// Layer indices in kFoldAe.
-constexpr int kRelu3 = 7, kUp1 = 8, kConv4 = 9, kRelu4 = 10, kUp2 = 11;
 
 std::string with(std::string yaml, const std::string& from, const std::string& to) {
   const size_t p = yaml.find(from);
@@ -265,111 +263,75 @@ double rel_norm(const float* a, const float* b, size_t n) {
   return std::sqrt(d) / std::max(std::sqrt(r), 1e-30);
 }
 
-// The GPU conv2d takes a ×2 fold only on im2col and where
-// implicit::upconv_applies (3×3, stride 1, pad 1, channels multiples of 8);
-// only then does it take the backward of the ReLU before the upsample, and
-// count 4/9 of its multiply-adds.
-TEST(GpuUpsampleFold, ConvAcceptsOnlyWhatTheKernelsTake) {
-  HPMC_REQUIRE_GPU();
-  struct Case {
-    Impl impl;
-    int c, k, kernel, pad, scale;
-    bool folds;
-  };
-  const Case cases[] = {
-      {Impl::kIm2col, 8, 8, 3, 1, 2, true},    {Impl::kIm2col, 16, 32, 3, 1, 2, true},
-      {Impl::kNaive, 8, 8, 3, 1, 2, false},    {Impl::kTiled, 8, 8, 3, 1, 2, false},
-      {Impl::kIm2col, 4, 8, 3, 1, 2, false},   // C % 8
-      {Impl::kIm2col, 8, 1, 3, 1, 2, true},    // thin (K ≤ 4): the thin fold
-      {Impl::kIm2col, 5, 3, 3, 1, 2, true},    // thin: any C
-      {Impl::kIm2col, 8, 8, 3, 0, 2, false},   // pad 0
-      {Impl::kIm2col, 8, 8, 1, 0, 2, false},   // 1×1
-      {Impl::kIm2col, 8, 8, 3, 1, 3, false},   // ×3
-  };
-  for (const Case& t : cases) {
-    SCOPED_TRACE(str(impl_name(t.impl), " ", t.c, "->", t.k, " ", t.kernel, "x", t.kernel, " p",
-                     t.pad, " x", t.scale));
-    const Conv2dConfig cfg{t.c, t.k, t.kernel, 1, t.pad, true};
-    const Shape in(32, t.c, 12, 12);
-    LayerPtr conv = make_layer("conv2d",
-                               str("{out_channels: ", t.k, ", kernel: ", t.kernel,
-                                   ", padding: ", t.pad, "}"),
-                               t.impl, in, "conv");
-    conv->set_input_shape(in.with_batch(1));
-    EXPECT_FALSE(conv->fuse_relu_backward());  // nothing folded yet
-    EXPECT_EQ(conv->fold_upsample(t.scale), t.folds);
-    EXPECT_EQ(conv->folded_upsample(), t.folds ? t.scale : 1);
-    EXPECT_EQ(conv->fuse_relu_backward(), t.folds);
-    const double share = t.folds ? 4.0 / 9.0 : 1.0;
-    EXPECT_DOUBLE_EQ(conv->forward_flops(in), conv2d_forward_flops(cfg, in) * share);
-    EXPECT_DOUBLE_EQ(conv->backward_flops(in, true), conv2d_backward_flops(cfg, in, true) * share);
-    EXPECT_EQ(conv->describe().find("folded") != std::string::npos, t.folds) << conv->describe();
-  }
+// Whether some fused layer of the model folds an upsample.
+bool folds(const Model& m) {
+  for (const LayerPtr& l : m.layers())
+    if (const auto* f = dynamic_cast<const FusedChainSpec*>(l.get()))
+      for (const ChainStep& s : f->steps())
+        if (s.fold > 1) return true;
+  return false;
 }
 
-// Which layers fold and fuse: up1 is folded into conv4 and up2 into conv5;
-// relu3's backward runs in conv4 (the layer after the folded upsample) and its
-// forward in conv3; relu4 runs in conv4 (forward) and conv5 (backward). conv4
-// and conv5 count 4/9 of their unfolded multiply-adds; the table says what is folded where; the folded
-// upsample has no output to stop at. naive and tiled fold nothing, nor does
-// im2col with training.fold_upsample: false or training.fuse: false.
+// Which layers fuse: up1 is folded into conv4 and up2 into conv5; relu3's
+// forward runs in conv3's epilogue and its backward in conv4's (the layer
+// after the folded upsample); relu4 in conv4 (forward) and conv5 (backward):
+// the decoder is one fused layer. It counts 4/9 of the folded convs'
+// unfolded multiply-adds; the table says what it runs. naive and tiled fold
+// nothing, nor does im2col with training.fold_upsample: false or
+// training.fuse: false.
 TEST(GpuUpsampleFold, FoldsTheUpsampleBeforeAWideConv) {
   HPMC_REQUIRE_GPU();
   auto m = build_fold(kFoldAe);
-  ASSERT_EQ(m->layers().size(), 13u);
-  for (int i = 0; i < 13; ++i) {
-    EXPECT_EQ(m->upsample_folded(i), i == kUp1 || i == kUp2) << i;
-    EXPECT_EQ(m->layers()[size_t(i)]->folded_upsample(), i == kConv4 || i == 12 ? 2 : 1) << i;
-  }
-  for (int i : {1, 4, kRelu3, kRelu4}) {
-    EXPECT_TRUE(m->forward_fused(i)) << i;
-    EXPECT_TRUE(m->backward_fused(i)) << i;
-  }
+  EXPECT_EQ(run_list(*m),
+            "conv1+relu1+pool1 conv2+relu2+pool2 conv3+relu3+up1+conv4+relu4+up2+conv5");
+  EXPECT_TRUE(folds(*m));
   std::ostringstream table;
   m->print_table(table);
-  EXPECT_NE(table.str().find("(folded into conv4)"), std::string::npos) << table.str();
-  EXPECT_NE(table.str().find("fwd in conv3, bwd in conv4)"), std::string::npos) << table.str();
-  EXPECT_NE(table.str().find("fwd in conv4, bwd in conv5)"), std::string::npos) << table.str();
-  EXPECT_NE(table.str().find("(folded into conv5)"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("fused conv2d 3x3 s1 p1 + relu > upsample2d x2 + conv2d 3x3 s1 p1 "
+                             "+ relu > upsample2d x2 + conv2d 3x3 s1 p1"),
+            std::string::npos)
+      << table.str();
+  EXPECT_EQ(table.str().find("not fused"), std::string::npos) << table.str();
 
   auto plain = build_fold(fold_off(kFoldAe));
-  for (int i = 0; i < 13; ++i) {
-    EXPECT_FALSE(plain->upsample_folded(i)) << i;
-    EXPECT_EQ(plain->layers()[size_t(i)]->folded_upsample(), 1) << i;
-  }
-  EXPECT_TRUE(plain->backward_fused(kRelu3));  // into up1, as without the fold
+  EXPECT_EQ(run_list(*plain), "conv1+relu1+pool1 conv2+relu2+pool2 conv3+relu3+up1 "
+                              "conv4+relu4+up2 conv5");
+  EXPECT_FALSE(folds(*plain));
   std::ostringstream plain_table;
   plain->print_table(plain_table);
-  EXPECT_EQ(plain_table.str().find("folded"), std::string::npos) << plain_table.str();
+  EXPECT_NE(plain_table.str().find("not fused: up1 not folded into conv4: "
+                                   "training.fold_upsample is false"),
+            std::string::npos)
+      << plain_table.str();
 
+  // FLOPs: the decoder's are conv3's plus 4/9 of conv4's and conv5's.
   const auto lf = m->layer_flops(32), plf = plain->layer_flops(32);
-  EXPECT_GT(plf[kConv4].forward, 0);
-  EXPECT_DOUBLE_EQ(lf[kConv4].forward, plf[kConv4].forward * 4 / 9);
-  EXPECT_DOUBLE_EQ(lf[kConv4].backward, plf[kConv4].backward * 4 / 9);
-  EXPECT_EQ(lf[kUp1].forward + lf[kUp1].backward, 0);
-  EXPECT_DOUBLE_EQ(lf[12].forward, plf[12].forward * 4 / 9);  // conv5: the thin fold
+  ASSERT_EQ(lf.size(), 3u);
+  ASSERT_EQ(plf.size(), 5u);
+  const double conv3 = plf[2].forward;  // conv3+relu3+up1: conv3's only
+  auto unfused = Model::build(parse_config(kFoldAe, "t.yaml"), Impl::kIm2col, Shape(1, 1, 28, 28),
+                              10, /*fuse=*/false);
+  const auto uf = unfused->layer_flops(32);
+  ASSERT_EQ(uf.size(), 13u);
+  EXPECT_DOUBLE_EQ(conv3, uf[6].forward);
+  EXPECT_DOUBLE_EQ(lf[2].forward, uf[6].forward + uf[9].forward * (4.0 / 9.0) +
+                                      uf[12].forward * (4.0 / 9.0));
+  EXPECT_DOUBLE_EQ(lf[2].backward, uf[6].backward + uf[9].backward * (4.0 / 9.0) +
+                                       uf[12].backward * (4.0 / 9.0));
 
   m->params().init(1);
   m->allocate(4);
   Rng rng(13);
   const Tensor x = testing::random_tensor(Shape(4, 1, 28, 28), rng, 0, 1).to_device(Device::kGPU);
-  try {
-    m->forward(x, kUp1);
-    ADD_FAILURE() << "forward stopped at the folded upsample";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'up1' is an upsample folded into 'conv4'"),
-              std::string::npos)
-        << e.what();
-  }
-  EXPECT_EQ(m->forward(x, kRelu4).shape(), Shape(4, 8, 14, 14));  // through the fold
+  EXPECT_EQ(m->forward(x).shape(), Shape(4, 1, 28, 28));
+  EXPECT_EQ(m->forward(x, m->features_layer()).shape(), Shape(4, 16, 7, 7));  // pool2
 
   for (Impl impl : {Impl::kNaive, Impl::kTiled}) {
     auto other = build_fold(kFoldAe, impl);
-    for (int i = 0; i < 13; ++i) EXPECT_FALSE(other->upsample_folded(i)) << impl_name(impl) << i;
+    EXPECT_FALSE(folds(*other)) << impl_name(impl);
   }
-  auto unfused = Model::build(parse_config(kFoldAe, "t.yaml"), Impl::kIm2col, Shape(1, 1, 28, 28),
-                              10, /*fuse=*/false);
-  for (int i = 0; i < 13; ++i) EXPECT_FALSE(unfused->upsample_folded(i)) << i;
+  EXPECT_EQ(run_list(*unfused), "conv1 relu1 pool1 conv2 relu2 pool2 conv3 relu3 up1 conv4 relu4 "
+                                "up2 conv5");
 }
 
 // One forward and backward from the same weights and data: the folded model's
@@ -380,7 +342,8 @@ TEST(GpuUpsampleFold, FoldsTheUpsampleBeforeAWideConv) {
 TEST(GpuUpsampleFold, OneStepMatchesTheSeparateLayers) {
   HPMC_REQUIRE_GPU();
   auto folded = build_fold(kFoldAe), plain = build_fold(fold_off(kFoldAe));
-  ASSERT_TRUE(folded->upsample_folded(kUp1));
+  ASSERT_TRUE(folds(*folded));
+  ASSERT_FALSE(folds(*plain));
   Rng rng(14);
   const Tensor x = testing::random_tensor(Shape(8, 1, 28, 28), rng, 0, 1).to_device(Device::kGPU);
   const Tensor dy = testing::random_tensor(Shape(8, 1, 28, 28), rng).to_device(Device::kGPU);
@@ -414,8 +377,8 @@ TEST(GpuUpsampleFold, TrainingTracksTheCpuAndTheUnfoldedRun) {
   GpuRun folded = train(kFoldAe, Impl::kIm2col, tr, te);
   const std::string off = fold_off(kFoldAe);
   GpuRun plain = train(off.c_str(), Impl::kIm2col, tr, te);
-  ASSERT_TRUE(folded.model->upsample_folded(kUp1));
-  ASSERT_FALSE(plain.model->upsample_folded(kUp1));
+  ASSERT_TRUE(folds(*folded.model));
+  ASSERT_FALSE(folds(*plain.model));
   ASSERT_EQ(folded.epochs.size(), plain.epochs.size());
   for (size_t e = 0; e < folded.epochs.size(); ++e) {
     EXPECT_LE(rel(folded.epochs[e].train_loss, plain.epochs[e].train_loss), 1e-3)
@@ -435,26 +398,27 @@ TEST(GpuUpsampleFold, SameSeedSameWeightsBitForBit) {
   HPMC_REQUIRE_GPU();
   Dataset tr = testing::synthetic_blobs(640, 17), te = testing::synthetic_blobs(64, 18);
   GpuRun a = train(kFoldAe, Impl::kIm2col, tr, te), b = train(kFoldAe, Impl::kIm2col, tr, te);
-  ASSERT_TRUE(a.model->upsample_folded(kUp1));
+  ASSERT_TRUE(folds(*a.model));
   Tensor pa = a.model->params().params().to_device(Device::kCPU);
   Tensor pb = b.model->params().params().to_device(Device::kCPU);
   EXPECT_EQ(std::memcmp(pa.raw(), pb.raw(), pa.bytes()), 0);
   EXPECT_EQ(a.epochs.back().train_loss, b.epochs.back().train_loss);
 }
 
-// model.features keeps its output: naming up1 stops its fold (relu3's backward
-// then runs in up1), and the features forward gives the upsampled tensor.
+// model.features keeps its output: naming up1 stops its fold (relu3's
+// backward then runs in up1: a fused [conv3, relu3, up1]), and the features
+// forward gives the upsampled tensor.
 TEST(GpuUpsampleFold, NoFoldOfTheFeaturesLayer) {
   HPMC_REQUIRE_GPU();
   auto m = build_fold(with(kFoldAe, "features: pool2", "features: up1"));
-  for (int i = 0; i < 13; ++i) EXPECT_EQ(m->upsample_folded(i), i == kUp2) << i;
-  EXPECT_EQ(m->layers()[kConv4]->folded_upsample(), 1);
-  EXPECT_TRUE(m->backward_fused(kRelu3));
+  EXPECT_EQ(run_list(*m),
+            "conv1+relu1+pool1 conv2+relu2+pool2 conv3+relu3+up1 conv4+relu4+up2+conv5");
+  EXPECT_EQ(m->features_layer(), 2);
   m->params().init(1);
   m->allocate(4);
   Rng rng(19);
   const Tensor x = testing::random_tensor(Shape(4, 1, 28, 28), rng, 0, 1).to_device(Device::kGPU);
-  EXPECT_EQ(m->forward(x, kUp1).shape(), Shape(4, 8, 14, 14));
+  EXPECT_EQ(m->forward(x, m->features_layer()).shape(), Shape(4, 8, 14, 14));
 }
 
 // A folded GPU model's checkpoint is an ordinary one: the CPU (no fold) gives
@@ -463,7 +427,7 @@ TEST(GpuUpsampleFold, CheckpointGivesTheSameTestLossOnTheCpu) {
   HPMC_REQUIRE_GPU();
   Dataset tr = testing::synthetic_blobs(640, 20), te = testing::synthetic_blobs(320, 21);
   GpuRun gpu = train(kFoldAe, Impl::kIm2col, tr, te);
-  ASSERT_TRUE(gpu.model->upsample_folded(kUp1));
+  ASSERT_TRUE(folds(*gpu.model));
   testing::TempDir t;
   TrainState st;
   st.epoch = 2;

@@ -4,15 +4,11 @@
 
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <sstream>
 
 #include "core/device.h"
 #include "core/error.h"
 #include "core/profiler.h"
-#include "layers/activation_spec.h"
-#include "layers/cpu/conv2d.h"
-#include "layers/cpu/upsample2d.h"
 #include "model/model.h"
 #include "model/registry.h"
 #include "model/sgd.h"
@@ -332,23 +328,28 @@ TEST(Model, BackwardStopsAtTheFirstLayerWithParameters) {
   EXPECT_TRUE(ae->needs_input_grad(1));
 }
 
-// ReLU fusion is for GPU layers (model.h): CPU layers decline every offer, so
-// a CPU model runs each ReLU itself, and its table says nothing of fusion.
+// The GPU rewrite (model/gpu_rewrite.h) is for GPU models: a CPU model runs
+// the config's layers one by one, whatever training.fuse and
+// training.fold_upsample say, and its table says nothing of fusion.
 TEST(Model, CpuModelsFuseNothing) {
   auto m = build(kAe, kCifar);
+  ASSERT_EQ(m->layers().size(), 11u);
+  ASSERT_EQ(m->config_names().size(), 11u);
   for (size_t i = 0; i < m->layers().size(); ++i) {
-    EXPECT_FALSE(m->forward_fused(int(i))) << i;
-    EXPECT_FALSE(m->backward_fused(int(i))) << i;
+    EXPECT_NE(m->layers()[i]->kind(), LayerKind::kFused) << i;
+    EXPECT_EQ(m->layers()[i]->name(), m->config_names()[i]) << i;
   }
+  EXPECT_TRUE(m->rewrite().groups.empty());
+  EXPECT_TRUE(m->rewrite().declined.empty());
   std::ostringstream os;
   m->print_table(os);
   EXPECT_EQ(os.str().find("fused"), std::string::npos) << os.str();
 }
 
 // An upsample → conv2d pair the GPU would fold (im2col: 3×3 pad 1, 8 → 8
-// channels; model.h): CPU layers decline, so a CPU model folds nothing, runs
-// every layer (the upsample's output exists) and computes what it computes
-// with training.fold_upsample: false, bit for bit.
+// channels; gpu_rewrite.h): a CPU model runs every layer (the upsample's
+// output exists) and computes what it computes with training.fold_upsample:
+// false, bit for bit.
 const char* kFoldable = R"(name: fold
 data: {format: mnist}
 model:
@@ -367,14 +368,10 @@ TEST(Model, CpuModelsFoldNoUpsample) {
   ASSERT_TRUE(parse_config(kFoldable, "m.yaml").training.fold_upsample);  // asked for
   auto m = build(kFoldable, kMnist);
   ASSERT_EQ(m->layers().size(), 7u);
-  for (size_t i = 0; i < m->layers().size(); ++i) {
-    EXPECT_FALSE(m->upsample_folded(int(i))) << i;
-    EXPECT_EQ(m->layers()[i]->folded_upsample(), 1) << i;
-    EXPECT_EQ(m->layers()[i]->upsample_scale(), i == 3 ? 2 : 0) << i;  // the model saw up1
-  }
+  EXPECT_EQ(m->layers()[3]->kind(), LayerKind::kUpSample2d);  // up1 runs on its own
   std::ostringstream os;
   m->print_table(os);
-  EXPECT_EQ(os.str().find("folded"), std::string::npos) << os.str();
+  EXPECT_EQ(os.str().find("fused"), std::string::npos) << os.str();
 
   auto plain = build(kFoldable, kMnist, {{"training.fold_upsample=false", ""}});
   m->params().init(3);
@@ -395,99 +392,6 @@ TEST(Model, CpuModelsFoldNoUpsample) {
   plain->backward(x, dy);
   const Tensor& g = m->params().grads();
   EXPECT_EQ(std::memcmp(g.raw(), plain->params().grads().raw(), g.bytes()), 0);
-}
-
-// The fold hook's mechanics (layer.h), on a CPU layer made for the test (no
-// real CPU layer agrees): a folded layer is called with the upsample's
-// low-resolution input and input gradient and still writes the output of the
-// upsampled input it was built for; anything else is refused.
-class FoldingLayer : public LayerCPU<ReLUSpec> {
- public:
-  using LayerCPU::LayerCPU;
-  Shape output_shape(const Shape& in) const override { return Shape(in.n, 1, in.h, in.w); }
-  Shape seen;  // the input shape forward_impl / backward_impl got
-
- protected:
-  bool accept_upsample_fold(int scale) override { return scale == 2; }
-  void forward_impl(const Tensor& x, Tensor& y) override {
-    seen = x.shape();
-    y.fill_zero();
-  }
-  void backward_impl(const Tensor& x, const Tensor&, const Tensor&, Tensor* dx) override {
-    seen = x.shape();
-    if (dx) dx->fill_zero();
-  }
-};
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-TEST(LayerFold, AFoldedLayerTakesTheLowResolutionInput) {
-  FoldingLayer l("f");
-  EXPECT_NE(error_of([&] { l.fold_upsample(2); }).find("before set_input_shape"),
-            std::string::npos);
-  l.set_input_shape(Shape(1, 3, 12, 6));
-  EXPECT_FALSE(l.fold_upsample(1));  // nothing to fold
-  EXPECT_FALSE(l.fold_upsample(3));  // the layer declines ×3
-  EXPECT_EQ(l.folded_upsample(), 1);
-  EXPECT_EQ(l.accepted_input_shape(), Shape(1, 3, 12, 6));
-  ASSERT_TRUE(l.fold_upsample(2));
-  EXPECT_EQ(l.folded_upsample(), 2);
-  EXPECT_EQ(l.accepted_input_shape(), Shape(1, 3, 6, 3));
-  EXPECT_EQ(l.input_shape(), Shape(1, 3, 12, 6));  // still the upsampled shape
-
-  const Tensor lo = Tensor::zeros(Shape(2, 3, 6, 3)), hi = Tensor::zeros(Shape(2, 3, 12, 6));
-  Tensor y = Tensor::zeros(Shape(2, 1, 12, 6));  // the output for the upsampled input
-  ASSERT_NO_THROW(l.forward(lo, y));
-  EXPECT_EQ(l.seen, lo.shape());
-  EXPECT_NE(error_of([&] { l.forward(hi, y); })
-                .find("'f': input has shape (2, 3, 12, 6), expected (2, 3, 6, 3)"),
-            std::string::npos);
-  Tensor y_lo = Tensor::zeros(Shape(2, 1, 6, 3));
-  EXPECT_NE(error_of([&] { l.forward(lo, y_lo); }).find("output has shape (2, 1, 6, 3)"),
-            std::string::npos);
-
-  Tensor dx = Tensor::zeros(lo.shape()), dx_hi = Tensor::zeros(hi.shape());
-  l.seen = Shape();
-  ASSERT_NO_THROW(l.backward(lo, y, y, &dx));
-  EXPECT_EQ(l.seen, lo.shape());
-  EXPECT_NE(error_of([&] { l.backward(lo, y, y, &dx_hi); })
-                .find("input gradient has shape (2, 3, 12, 6), expected (2, 3, 6, 3)"),
-            std::string::npos);
-
-  EXPECT_NE(error_of([&] { l.fold_upsample(2); }).find("already"), std::string::npos);
-  EXPECT_NE(error_of([&] { l.set_input_shape(Shape(1, 3, 4, 4)); }).find("folded"),
-            std::string::npos);
-
-  FoldingLayer odd("odd");  // 7 rows cannot come from a ×2 upsample
-  odd.set_input_shape(Shape(1, 3, 7, 6));
-  EXPECT_FALSE(odd.fold_upsample(2));
-  EXPECT_EQ(odd.folded_upsample(), 1);
-}
-
-// A layer that did not fold keeps checking its full input shape: the
-// upsample's low-resolution input is refused.
-TEST(LayerFold, AnUnfoldedLayerRejectsTheLowResolutionInput) {
-  Conv2dCPU conv("conv", Conv2dConfig{8, 8, 3, 1, 1, true});
-  conv.set_input_shape(Shape(1, 8, 14, 14));
-  EXPECT_EQ(conv.upsample_scale(), 0);
-  EXPECT_EQ(UpSample2dCPU("up", 2).upsample_scale(), 2);
-  EXPECT_FALSE(conv.fold_upsample(2));  // CPU layers decline
-  EXPECT_EQ(conv.folded_upsample(), 1);
-  std::vector<float> w(8 * 8 * 9, 0.f), b(8, 0.f), dw(w.size()), db(b.size());
-  conv.bind({w.data(), b.data()}, {dw.data(), db.data()});
-  const Tensor lo = Tensor::zeros(Shape(2, 8, 7, 7)), hi = Tensor::zeros(Shape(2, 8, 14, 14));
-  Tensor y = Tensor::zeros(Shape(2, 8, 14, 14));
-  EXPECT_NE(error_of([&] { conv.forward(lo, y); })
-                .find("'conv': input has shape (2, 8, 7, 7), expected (2, 8, 14, 14)"),
-            std::string::npos);
-  EXPECT_NO_THROW(conv.forward(hi, y));
 }
 
 TEST(Sgd, MatchesPyTorchSemantics) {

@@ -153,7 +153,7 @@ void export_split(Model& model, const Dataset& d, const std::string& split, cons
   }
   if (csv_file) csv_file->commit();
   out << split << ": " << n << " samples x " << dim << " features ("
-      << model.layers()[size_t(layer)]->name() << ", " << fs.sample_str() << ") -> ";
+      << model.features_name() << ", " << fs.sample_str() << ") -> ";
   if (csv) out << csv_path << (npy ? ", " : "");
   if (npy) out << npy_path << ", " << labels_path;
   out << "\n";

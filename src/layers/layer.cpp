@@ -12,23 +12,9 @@ size_t Layer::param_count() const {
 }
 
 void Layer::set_input_shape(const Shape& in) {
-  HPMC_CHECK(fold_ == 1, "layer '", name_, "': set_input_shape() after an upsample was folded in");
   output_shape(in);  // throws ShapeError if the layer cannot take it
   in_ = in;
   has_input_shape_ = true;
-}
-
-bool Layer::fold_upsample(int scale) {
-  HPMC_CHECK(has_input_shape_, "layer '", name_, "': fold_upsample() before set_input_shape()");
-  HPMC_CHECK(fold_ == 1, "layer '", name_, "' already has an upsample folded in");
-  if (scale < 2 || in_.h % scale != 0 || in_.w % scale != 0) return false;
-  if (!accept_upsample_fold(scale)) return false;
-  fold_ = scale;
-  return true;
-}
-
-Shape Layer::accepted_input_shape() const {
-  return Shape(in_.n, in_.c, in_.h / fold_, in_.w / fold_);
 }
 
 void Layer::bind(std::vector<float*> params, std::vector<float*> grads) {
@@ -64,7 +50,7 @@ void Layer::forward(const Tensor& x, Tensor& y) {
   HPMC_CHECK(has_input_shape_, "layer '", name_, "' used before set_input_shape()");
   HPMC_CHECK(bound(), "layer '", name_, "' used before its parameters (or buffers) were bound");
   const int n = x.shape().n;
-  check_tensor(x, accepted_input_shape().with_batch(n), "input");
+  check_tensor(x, in_.with_batch(n), "input");
   check_tensor(y, output_shape(in_.with_batch(n)), "output");
   forward_impl(x, y);
   if (device() == Device::kGPU) gpu::check_after(str("layer '", name_, "' (", type(), ") forward"));
@@ -74,8 +60,8 @@ void Layer::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
   HPMC_CHECK(has_input_shape_, "layer '", name_, "' used before set_input_shape()");
   HPMC_CHECK(bound(), "layer '", name_, "' used before its parameters (or buffers) were bound");
   const int n = x.shape().n;
-  const Shape in = accepted_input_shape().with_batch(n);  // low-resolution when folded
-  const Shape out = output_shape(in_.with_batch(n));
+  const Shape in = in_.with_batch(n);
+  const Shape out = output_shape(in);
   check_tensor(x, in, "input");
   check_tensor(y, out, "output");
   check_tensor(dy, out, "output gradient");

@@ -11,10 +11,13 @@
 //     means the caller does not need it (first layer) and it is skipped.
 //
 // forward()/backward() are the checked front door: they verify device,
-// dtype, the input shape the layer was built for (its low-resolution version
-// when an upsample is folded in, see fold_upsample) and that parameters are
+// dtype, the input shape the layer was built for and that parameters are
 // bound, then call the device implementation (forward_impl/backward_impl).
 // There is no silent fallback between devices.
+//
+// Fusion is not a matter for this interface: a GPU model's layers are
+// rewritten after they are built (model/gpu_rewrite.h), runs of them replaced
+// by fused layers (fused_spec.h), which are layers like any other.
 //
 // A layer type is defined once (schema.h, layer_list.h,
 // docs/adding-a-layer.md): a device-neutral spec class derived from Layer
@@ -41,7 +44,7 @@ enum class Init { kKaimingUniform, kZeros, kConstant };
 // A parameter tensor (trained) or a buffer (state the layer keeps but no
 // optimizer touches, such as batch norm's running statistics).
 struct ParamSpec {
-  std::string name;       // "weight", "bias"; the model prefixes "<layer>."
+  std::string name;       // "weight", "bias"; the model prefixes param_prefix()
   std::vector<int> dims;  // PyTorch layout, e.g. {out, in, kh, kw}
   int fan_in = 1;
   Init init = Init::kKaimingUniform;
@@ -61,7 +64,7 @@ struct LayerMode {
   bool training = false;
   uint64_t seed = 0;  // training.seed
   int64_t step = 0;   // the global step being trained
-  int stream = 0;     // the layer's index in the model
+  int stream = 0;     // the layer's index in the config (model.layers), fused or not
 };
 
 class Layer {
@@ -87,6 +90,11 @@ class Layer {
   virtual Shape output_shape(const Shape& in) const = 0;
   // Parameter tensors, in the order bind() receives them.
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
+  // What prefixes their names (and the buffers') in the model's parameter
+  // store and checkpoints: "<name>.", so "conv1.weight". A fused layer's
+  // specs carry their own layers' names ("conv1.weight") and its prefix is
+  // "" (fused_spec.h), so fusion does not change a checkpoint.
+  virtual std::string param_prefix() const { return name_ + "."; }
   // Buffers (state that is saved but not trained), in the order
   // bind_buffers() receives them.
   virtual std::vector<ParamSpec> buffer_specs() const { return {}; }
@@ -101,10 +109,15 @@ class Layer {
   virtual double backward_flops(const Shape& in, bool input_grad) const { return 0; }
   size_t param_count() const;
   // Bytes of the scratch buffers the layer allocates itself (a CPU
-  // convolution's per-thread column matrices) for an input of shape `in`
-  // (n included), on the layer's device: counted by the memory plan
-  // (model/memory.h). Layers that keep none return 0.
+  // convolution's per-thread column matrices, a fused layer's inner
+  // activations and gradients) for an input of shape `in` (n included), on
+  // the layer's device: counted by the memory plan (model/memory.h). Layers
+  // that keep none return 0.
   virtual size_t workspace_bytes(const Shape& in) const { return 0; }
+  // Allocate what workspace_bytes counts for batches up to max_batch now
+  // rather than at the first pass (Model::allocate calls it). The default
+  // allocates nothing; a layer that overrides it still grows on a larger batch.
+  virtual void reserve(int max_batch) {}
 
   // Fix the per-sample input shape (validated by output_shape) before use.
   void set_input_shape(const Shape& in);
@@ -124,52 +137,7 @@ class Layer {
   void forward(const Tensor& x, Tensor& y);
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
 
-  // ---- fusion with a neighbouring ReLU (Model::build asks; see model.h) ----
-  // Each returns whether the layer takes the work on from then on; the
-  // defaults decline, and so does every CPU layer. A layer that agrees must
-  // give exactly the bits of the unfused pair.
-  //
-  // The ReLU right after this layer: forward writes relu(y) (v < 0 ? 0 : v,
-  // NaN passing, as ReLU does) instead of y, and the model skips the ReLU's
-  // forward, whose output then aliases this layer's. Its backward is
-  // unchanged: its mask x > 0 reads this layer's output, and relu(v) > 0 ⇔ v > 0.
-  virtual bool fuse_relu_forward() { return false; }
-  // The ReLU right before this layer: backward writes dx = x > 0 ? dx : 0, with
-  // x this layer's input (the ReLU's output, whose sign is its input's), and
-  // the model skips the ReLU's backward. For a layer with an upsample folded
-  // in, the model offers the ReLU right before that upsample: x is then the
-  // upsample's input, which is the ReLU's output all the same.
-  virtual bool fuse_relu_backward() { return false; }
-
-  // ---- folding an upsample into the layer after it (Model::build asks) ----
-  // Unlike the ReLU fusions above, a fold need not keep the bits: the layer
-  // computes layer(up(x)) from the low-resolution x by another, equivalent
-  // arithmetic (results equal to rounding), so the model offers it only under
-  // its own switch (training.fold_upsample).
-  //
-  // An upsample layer's scale (s: C×H×W → C×sH×sW); 0 for every other layer.
-  virtual int upsample_scale() const { return 0; }
-  // The nearest ×`scale` upsample right before this layer: the layer, built
-  // (set_input_shape) for the upsampled input, takes the upsample's INPUT from
-  // then on, and the model skips the upsample (its output is never formed).
-  // Returns whether the layer agreed (accept_upsample_fold; a scale below 2
-  // or an input not divisible by it is declined). Once folded, forward() and
-  // backward() check x and dx against the low-resolution shape (input_shape()
-  // with h / scale, w / scale) and y, dy against output_shape(input_shape()),
-  // as before. When the layer also agrees to fuse_relu_backward, its x is the
-  // upsample's input, the ReLU's output, and it applies that mask to its dx.
-  bool fold_upsample(int scale);
-  // The scale of the upsample folded into this layer, 1 for none.
-  int folded_upsample() const { return fold_; }
-  // The per-sample shape forward() takes: input_shape(), or its
-  // low-resolution version when an upsample is folded in.
-  Shape accepted_input_shape() const;
-
  protected:
-  // Whether the layer can run with the upsample before it folded in (see
-  // fold_upsample; input_shape() is already set). Default: no.
-  virtual bool accept_upsample_fold(int /*scale*/) { return false; }
-
   virtual void forward_impl(const Tensor& x, Tensor& y) = 0;
   virtual void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) = 0;
 
@@ -183,7 +151,6 @@ class Layer {
   std::string name_;
   Shape in_;
   bool has_input_shape_ = false;
-  int fold_ = 1;  // scale of the upsample folded into this layer (1: none)
   std::vector<float*> params_, grads_, buffers_;
   LayerMode mode_;
 };

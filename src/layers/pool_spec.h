@@ -82,7 +82,6 @@ class UpSample2dSpec : public Layer {
   std::string describe() const override { return upsample2d_describe(scale_); }
   Shape output_shape(const Shape& in) const override { return upsample2d_output_shape(scale_, in); }
   int scale() const { return scale_; }
-  int upsample_scale() const override { return scale_; }
 
  protected:
   int scale_;

@@ -27,11 +27,14 @@ class Loss;
 using LayerPtr = std::shared_ptr<Layer>;
 using LossPtr = std::shared_ptr<Loss>;
 
-// One per line of layer_list.h: LayerKind::kConv2d, ...
+// One per line of layer_list.h: LayerKind::kConv2d, ...; then kFused, the
+// layers the GPU rewrite makes of several (layers/fused_spec.h), which no
+// config names and the registry does not hold.
 enum class LayerKind {
 #define HPMC_LAYER(Name) k##Name,
 #include "layers/layer_list.h"
 #undef HPMC_LAYER
+  kFused,
 };
 
 // One per line of loss_list.h: LossKind::kMseLoss, ...

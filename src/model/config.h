@@ -96,10 +96,11 @@ struct TrainingConfig {
   bool shuffle = true;
   int threads = 0;  // CPU threads; 0: OMP_NUM_THREADS or every core
   // GPU: one fused kernel per step where the model fits (model/fused_step.h),
-  // and ReLUs run inside their neighbouring layers (model/model.h)
+  // and the GPU rewrite's fused layers (model/gpu_rewrite.h: activations in
+  // the conv epilogue, ReLU backwards in the layer after them)
   bool fuse = true;
   // GPU, --impl im2col, with fuse: a nearest ×2 upsample runs inside the 3×3
-  // conv2d after it (model/model.h); results equal to rounding, not bit for bit
+  // conv2d after it (the rewrite's fold); results equal to rounding, not bit for bit
   bool fold_upsample = true;
 };
 

@@ -102,53 +102,46 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
   if (std::string why = m->loss_->schema().fit(m->in_, cur, num_classes); !why.empty())
     throw ConfigError(str(loss_where, ": ", why));
 
+  for (size_t i = 0; i < m->layers_.size(); ++i) {
+    m->config_names_.push_back(m->layers_[i]->name());
+    m->config_index_.push_back(int(i));
+  }
   if (!cfg.model.features.empty()) {
-    std::vector<std::string> all;
-    for (size_t i = 0; i < m->layers_.size(); ++i) {
-      all.push_back(m->layers_[i]->name());
+    m->features_name_ = cfg.model.features;
+    for (size_t i = 0; i < m->layers_.size(); ++i)
       if (m->layers_[i]->name() == cfg.model.features) m->features_ = int(i);
-    }
     if (m->features_ < 0) {
-      std::string hint = did_you_mean(cfg.model.features, all);
+      std::string hint = did_you_mean(cfg.model.features, m->config_names_);
       throw ConfigError(str(cfg.source.where(cfg.root["model"]["features"], "model.features"),
                             ": model.features names no layer: '", cfg.model.features, "'",
                             hint.empty() ? "" : str(" (did you mean '", hint, "'?)")));
     }
   }
+  m->find_first_trained();
 
-  m->first_trained_ = int(m->layers_.size());
-  for (size_t i = 0; i < m->layers_.size(); ++i)
-    if (m->layers_[i]->param_count() > 0) {
-      m->first_trained_ = int(i);
-      break;
+  // The GPU rewrite (gpu_rewrite.h): fused layers in place of the runs of
+  // layers it links. model.features then indexes the group that ends with it.
+  if (fuse && cfg.training.fuse && m->device() == Device::kGPU) {
+    std::vector<RewriteNode> nodes;
+    for (const LayerPtr& l : m->layers_) nodes.push_back(rewrite_node(*l));
+    RewriteOptions o;
+    o.fold = cfg.training.fold_upsample;
+    o.features = m->features_;
+    o.first_trained = m->first_trained_;
+    m->rewrite_ = plan_gpu_rewrite(nodes, o);
+    m->layers_ = apply_gpu_rewrite(m->rewrite_, m->layers_);
+    int features = -1;
+    m->config_index_.clear();
+    for (size_t g = 0; g < m->rewrite_.groups.size(); ++g) {
+      const RewritePlan::Group& group = m->rewrite_.groups[g];
+      m->config_index_.push_back(group.first);
+      if (group.last == m->features_) features = int(g);
     }
-
-  // Upsample folding (model.h), before the ReLU fusion: a ReLU's backward goes
-  // to the layer after a folded upsample. A layer that took a fold is not
-  // itself folded into the next (its input is not the previous output).
-  const size_t count = m->layers_.size();
-  m->folded_.assign(count, false);
-  if (fuse && cfg.training.fuse && cfg.training.fold_upsample)
-    for (size_t i = 0; i + 1 < count; ++i) {
-      const int scale = m->layers_[i]->upsample_scale();
-      if (scale <= 0 || int(i) == m->features_ || m->layers_[i]->folded_upsample() > 1) continue;
-      m->folded_[i] = m->layers_[i + 1]->fold_upsample(scale);
-    }
-
-  // ReLU fusion (model.h). Backward: only where the ReLU computes an input
-  // gradient (then the layer after it does too).
-  m->fwd_fused_.assign(count, false);
-  m->bwd_fused_.assign(count, false);
-  if (fuse && cfg.training.fuse)
-    for (size_t i = 0; i < count; ++i) {
-      if (m->layers_[i]->kind() != LayerKind::kReLU) continue;
-      if (i > 0 && int(i) - 1 != m->features_ && m->layers_[i - 1]->fuse_relu_forward())
-        m->fwd_fused_[i] = true;
-      const size_t next = m->grad_writer(i);
-      if (next < count && m->runs_backward(int(i)) && m->needs_input_grad(int(i)) &&
-          m->layers_[next]->fuse_relu_backward())
-        m->bwd_fused_[i] = true;
-    }
+    HPMC_CHECK(m->features_ < 0 || features >= 0, "the GPU rewrite hid model.features '",
+               m->features_name_, "' inside a fused layer");
+    m->features_ = features;
+    m->find_first_trained();
+  }
 
   m->seed_ = cfg.training.seed;
   m->set_mode(false, 0);
@@ -157,13 +150,22 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
   return m;
 }
 
+void Model::find_first_trained() {
+  first_trained_ = int(layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (layers_[i]->param_count() > 0) {
+      first_trained_ = int(i);
+      break;
+    }
+}
+
 void Model::set_mode(bool training, int64_t step) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     LayerMode m;
     m.training = training;
     m.seed = seed_;
     m.step = step;
-    m.stream = int(i);
+    m.stream = config_index_[i];  // the config's index: CPU and GPU draw alike, fused or not
     layers_[i]->set_mode(m);
   }
   training_ = training;
@@ -181,14 +183,6 @@ void Model::print_table(std::ostream& os) const {
     Shape out = l.output_shape(cur);
     std::string type = l.type();
     if (!l.describe().empty()) type += " " + l.describe();
-    if (fwd_fused_[i] || bwd_fused_[i]) {  // a ReLU run by its neighbours
-      type += " (fused:";
-      if (fwd_fused_[i]) type += " fwd in " + layers_[i - 1]->name();
-      if (fwd_fused_[i] && bwd_fused_[i]) type += ",";
-      if (bwd_fused_[i]) type += " bwd in " + layers_[grad_writer(i)]->name();
-      type += ")";
-    }
-    if (folded_[i]) type += " (folded into " + layers_[i + 1]->name() + ")";
     std::string name = l.name() + (int(i) == features_ ? " *" : "");
     rows.push_back({std::to_string(i + 1), name, type, l.impl(), cur.sample_str(),
                     out.sample_str(), thousands(l.param_count())});
@@ -212,10 +206,11 @@ void Model::print_table(std::ostream& os) const {
   if (features_ >= 0) {
     Shape f = in_;
     for (int i = 0; i <= features_; ++i) f = layers_[size_t(i)]->output_shape(f);
-    os << "; features (*): " << layers_[size_t(features_)]->name() << ", " << f.sample_str()
-       << " = " << f.per_sample() << " values";
+    os << "; features (*): " << features_name_ << ", " << f.sample_str() << " = "
+       << f.per_sample() << " values";
   }
   os << "\n";
+  for (const std::string& d : rewrite_.declined) os << "  not fused: " << d << "\n";
 }
 
 void Model::check_batch(int n, const std::string& origin) const {
@@ -237,15 +232,14 @@ void Model::check_batch(int n, const std::string& origin) const {
 }
 
 size_t Model::activation_bytes(int n) const {
-  // What allocate(n) allocates: each layer's output (none for a folded
-  // upsample, shared for a fused ReLU), two gradient buffers of the largest
-  // tensor, and the output gradient.
+  // What allocate(n) allocates: each layer's output, two gradient buffers of
+  // the largest tensor, and the output gradient. (A fused layer's inner
+  // tensors are its workspace.)
   Shape cur = in_.with_batch(n);
   size_t acts = 0, biggest = cur.count();
   for (size_t i = 0; i < layers_.size(); ++i) {
     cur = layers_[i]->output_shape(cur);
-    if (folded_[i]) continue;
-    if (!fwd_fused_[i]) acts += cur.count();
+    acts += cur.count();
     biggest = std::max(biggest, cur.count());
   }
   return (acts + 2 * biggest + cur.count()) * sizeof(float);
@@ -255,7 +249,7 @@ size_t Model::workspace_bytes(int n) const {
   Shape cur = in_.with_batch(n);
   size_t bytes = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (!folded_[i]) bytes += layers_[i]->workspace_bytes(cur);
+    bytes += layers_[i]->workspace_bytes(cur);
     cur = layers_[i]->output_shape(cur);
   }
   return bytes;
@@ -271,16 +265,9 @@ void Model::allocate(int max_batch) {
   size_t biggest = cur.count();
   for (size_t i = 0; i < layers_.size(); ++i) {
     cur = layers_[i]->output_shape(cur);
-    // A folded upsample's output is never formed (nor its gradient: the next
-    // layer writes the gradient of the upsample's input, counted already).
-    if (folded_[i]) {
-      acts_.emplace_back();
-      continue;
-    }
-    // A fused ReLU's output is its input (the layer before it wrote relu(y)).
-    acts_.push_back(fwd_fused_[i] ? acts_[i - 1].view(cur)
-                                  : Tensor::empty(cur, DType::kF32, device()));
+    acts_.push_back(Tensor::empty(cur, DType::kF32, device()));
     biggest = std::max(biggest, cur.count());
+    layers_[i]->reserve(max_batch);
   }
   grad_a_ = Tensor::empty(Shape(1, int(biggest), 1, 1), DType::kF32, device());  // checked
   grad_b_ = Tensor::empty(Shape(1, int(biggest), 1, 1), DType::kF32, device());
@@ -291,19 +278,10 @@ const Tensor& Model::forward(const Tensor& x, int last) {
   int n = x.shape().n;
   HPMC_CHECK(n <= max_batch_, "batch ", n, " exceeds the allocated ", max_batch_);
   if (last < 0) last = int(layers_.size()) - 1;
-  HPMC_CHECK(last + 1 >= int(layers_.size()) || !fwd_fused_[size_t(last + 1)], "layer '",
-             layers_[size_t(last)]->name(), "' runs the ReLU after it: its output is that ReLU's");
-  HPMC_CHECK(!folded_[size_t(last)], "layer '", layers_[size_t(last)]->name(),
-             "' is an upsample folded into '", layers_[size_t(last + 1)]->name(),
-             "' (training.fold_upsample): its output is never formed");
+  HPMC_CHECK(last < int(layers_.size()), "forward to layer ", last, " of ", layers_.size());
   const Tensor* in = &x;
   for (int i = 0; i <= last; ++i) {
-    if (folded_[size_t(i)]) continue;  // run by layer i + 1, which reads *in, its input
     acts_[size_t(i)].set_batch(n);
-    if (fwd_fused_[size_t(i)]) {  // done by layer i − 1; acts_[i] aliases its output
-      in = &acts_[size_t(i)];
-      continue;
-    }
     ProfileScope scope(profiler_, profiler_ ? layers_[size_t(i)]->name() + " fwd" : std::string());
     layers_[size_t(i)]->forward(*in, acts_[size_t(i)]);
     in = &acts_[size_t(i)];
@@ -315,15 +293,12 @@ void Model::backward(const Tensor& x, const Tensor& dout) {
   int n = x.shape().n;
   // A layer writes its input gradient into one buffer while it reads its
   // output gradient from the other (the first reads dout); the views give
-  // each the right shape. A fused ReLU is skipped: the gradient the layer
-  // after it wrote is already the ReLU's input gradient. So is a folded
-  // upsample: the layer after it wrote the gradient of the upsample's input.
+  // each the right shape.
   Tensor* bufs[2] = {&grad_a_, &grad_b_};
   Tensor views[2];
   const Tensor* dy = &dout;
   int next = 0;  // the buffer the next input gradient goes to (not dy's)
   for (int i = int(layers_.size()) - 1; runs_backward(i); --i) {
-    if (bwd_fused_[size_t(i)] || folded_[size_t(i)]) continue;
     const Tensor& in = layer_input(i, x);
     Tensor* dx = nullptr;
     if (needs_input_grad(i)) {
@@ -338,13 +313,7 @@ void Model::backward(const Tensor& x, const Tensor& dout) {
 }
 
 const Tensor& Model::layer_input(int i, const Tensor& x) const {
-  int j = i - 1;  // the layer whose output layer i reads
-  if (j >= 0 && folded_[size_t(j)]) --j;
-  return j >= 0 ? acts_[size_t(j)] : x;
-}
-
-size_t Model::grad_writer(size_t i) const {
-  return i + 1 < layers_.size() && folded_[i + 1] ? i + 2 : i + 1;
+  return i > 0 ? acts_[size_t(i - 1)] : x;
 }
 
 std::vector<Model::LayerFlops> Model::layer_flops(int n) const {
@@ -352,11 +321,9 @@ std::vector<Model::LayerFlops> Model::layer_flops(int n) const {
   Shape cur = in_.with_batch(n);
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = *layers_[i];
-    LayerFlops f;  // a folded upsample runs nothing; the conv after it counts what it runs
-    if (!folded_[i]) {
-      f.forward = l.forward_flops(cur);
-      if (runs_backward(int(i))) f.backward = l.backward_flops(cur, needs_input_grad(int(i)));
-    }
+    LayerFlops f;
+    f.forward = l.forward_flops(cur);
+    if (runs_backward(int(i))) f.backward = l.backward_flops(cur, needs_input_grad(int(i)));
     out.push_back(f);
     cur = l.output_shape(cur);
   }

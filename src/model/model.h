@@ -7,25 +7,14 @@
 // allocated once for the largest batch (allocate()) and reused; gradients of
 // activations ping-pong between two buffers sized for the largest of them.
 //
-// ReLU fusion (GPU models; layer.h's fusion hooks): build() offers each ReLU's
-// forward to the layer before it (an im2col conv2d applies it in its
-// epilogue; never when that layer is model.features, whose output must stay
-// the layer's own) and its backward to the layer after it (a maxpool2d or
-// upsample2d applies the mask to the gradient it writes). A fused ReLU's forward is
-// skipped, its output aliasing its input; a fused backward is skipped, the
-// next layer's input gradient serving as the ReLU's. Every result keeps its
-// bits; CPU layers decline, so CPU models are unchanged.
-//
-// Upsample folding (GPU models; layer.h's fold_upsample): with
-// training.fold_upsample too, build() offers each upsample2d (never
-// model.features, whose output must exist) to the layer after it (an im2col
-// 3×3 conv2d that implicit::upconv_applies to takes a ×2 upsample). A folded
-// upsample runs neither forward nor backward and its output is never
-// allocated: the next layer reads the upsample's input and writes its input
-// gradient. This is decided before the ReLU fusion, whose backward offer for
-// a ReLU followed by a folded upsample goes to the layer after the upsample.
-// Unlike the ReLU fusion, results change by rounding (the fold sums weights),
-// which is why it has its own switch.
+// A GPU model with training.fuse runs a rewritten list (model/gpu_rewrite.h):
+// build() makes the layers the config lists, then the GPU rewrite replaces
+// runs of them by fused layers (a conv with its ReLU in the epilogue and the
+// pool after it, a decoder's convolutions with the upsamples folded in, ...),
+// which are layers like the others. layers() is the list that runs; model.features
+// names a config layer, and a fused layer never hides it (it is the last layer
+// of its group). CPU models, and GPU models with fusion off, run the config's
+// layers one by one.
 #pragma once
 
 #include <iosfwd>
@@ -36,6 +25,7 @@
 #include "layers/layer.h"
 #include "layers/loss.h"
 #include "model/config.h"
+#include "model/gpu_rewrite.h"
 #include "model/impl.h"
 #include "model/params.h"
 
@@ -50,13 +40,20 @@ class Model {
   // Build from config; `sample` is the per-sample input shape (n = 1) and
   // `num_classes` the label count the data has (checked against a
   // classifier's output).
-  // ReLU fusion needs `fuse` and training.fuse; either false leaves every
-  // ReLU on its own (tests compare the two). Upsample folding needs both and
-  // training.fold_upsample.
+  // The GPU rewrite needs a GPU impl, `fuse` and training.fuse; either false
+  // runs the config's layers one by one (tests compare the two). Its fold
+  // needs training.fold_upsample too.
   static std::unique_ptr<Model> build(const Config& cfg, Impl impl, const Shape& sample,
                                       int num_classes, bool fuse = true);
 
+  // The layers that run, in order: the config's, or after the GPU rewrite
+  // its groups (a fused layer is one entry).
   const std::vector<LayerPtr>& layers() const { return layers_; }
+  // The GPU rewrite's plan (its groups over the config's layers and what it
+  // declined); empty when it did not run.
+  const RewritePlan& rewrite() const { return rewrite_; }
+  // The config layers, in config order (what model.layers lists).
+  const std::vector<std::string>& config_names() const { return config_names_; }
   ParamStore& params() { return params_; }
   const ParamStore& params() const { return params_; }
   Loss& loss() { return *loss_; }
@@ -65,13 +62,11 @@ class Model {
   Device device() const { return impl_device(impl_); }
   const Shape& input_shape() const { return in_; }    // per sample
   const Shape& output_shape() const { return out_; }  // per sample
-  // Index of the features layer, or -1 when the config names none.
+  // Index in layers() of the layer whose output is model.features' (a
+  // fused layer ends with it), or -1 when the config names none.
   int features_layer() const { return features_; }
-  // Whether layer i (a ReLU) runs inside its neighbour in forward / backward.
-  bool forward_fused(int i) const { return fwd_fused_.at(size_t(i)); }
-  bool backward_fused(int i) const { return bwd_fused_.at(size_t(i)); }
-  // Whether layer i (an upsample2d) is folded into layer i + 1.
-  bool upsample_folded(int i) const { return folded_.at(size_t(i)); }
+  // model.features, the config layer's name ("" when none).
+  const std::string& features_name() const { return features_name_; }
 
   // Each layer's keys with the values used (defaults filled in), in order;
   // what a run directory's config.yaml records under model.layers.
@@ -93,10 +88,7 @@ class Model {
   size_t workspace_bytes(int n) const;
   int max_batch() const { return max_batch_; }
 
-  // Run layers 0..last (default: all) on x; returns the last one's output.
-  // `last` may not be a layer whose following ReLU is fused into it (its output
-  // would be the ReLU's) nor a folded upsample (it has no output); build()
-  // does neither to model.features.
+  // Run layers 0..last of layers() (default: all) on x; returns the last one's output.
   const Tensor& forward(const Tensor& x, int last = -1);
   // Backpropagate d loss/d output (shape of the model output for x's batch)
   // through the layers; parameter gradients accumulate into params().grads().
@@ -139,20 +131,20 @@ class Model {
   LossPtr loss_;
   ParamStore params_;
   int features_ = -1;
+  std::string features_name_;
+  std::vector<std::string> config_names_;
+  std::vector<int> config_index_;  // per layer: the config index of its (first) config layer
+  RewritePlan rewrite_;
   int first_trained_ = 0;  // index of the first layer with parameters (or size())
-  std::vector<bool> fwd_fused_, bwd_fused_;  // per layer: a ReLU run by its neighbour
-  std::vector<bool> folded_;                 // per layer: an upsample folded into the next
   int max_batch_ = 0;
   uint64_t seed_ = 0;  // training.seed, for LayerMode
   bool training_ = false;
-  // The input tensor layer i reads: the previous output, the model input x,
-  // or, after a folded upsample, the upsample's input.
+  // first_trained_ for layers_.
+  void find_first_trained();
+  // The input tensor layer i reads: the previous output or the model input x.
   const Tensor& layer_input(int i, const Tensor& x) const;
-  // The layer whose backward writes layer i's output gradient as its input
-  // gradient: i + 1, or i + 2 past a folded upsample (size() past the end).
-  size_t grad_writer(size_t i) const;
 
-  std::vector<Tensor> acts_;  // output of each layer (undefined for a folded upsample)
+  std::vector<Tensor> acts_;  // output of each layer
   Tensor grad_a_, grad_b_;    // ping-pong activation gradients
   Tensor dout_;
   Profiler* profiler_ = nullptr;

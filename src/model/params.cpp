@@ -21,7 +21,7 @@ size_t lay_out(const std::vector<LayerPtr>& layers, bool buffers, std::vector<Pa
   for (const auto& layer : layers)
     for (const auto& spec : buffers ? layer->buffer_specs() : layer->param_specs()) {
       ParamEntry e;
-      e.name = layer->name() + "." + spec.name;
+      e.name = layer->param_prefix() + spec.name;
       e.dims = spec.dims;
       e.offset = offset;
       e.count = spec.count();

@@ -18,7 +18,7 @@
 namespace hpmc {
 
 struct ParamEntry {
-  std::string name;  // "<layer>.<param>", e.g. "conv1.weight"
+  std::string name;  // "<layer>.<param>", e.g. "conv1.weight" (Layer::param_prefix)
   std::vector<int> dims;
   size_t offset = 0;  // in floats from the start of the buffers
   size_t count = 0;

@@ -8,8 +8,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "layers/fused_spec.h"
+#include "layers/schema.h"
 
 namespace hpmc::gpu {
+
+// A fused layer of these steps (layers/fused_spec.h; gpu::FusedChainGPU in
+// fused_chain.cu), for the GPU rewrite (model/gpu_rewrite.h).
+LayerPtr make_fused_layer(std::vector<ChainStep> steps);
 
 // SGD over the whole device buffers (PyTorch semantics, see model/sgd.h).
 void sgd_step(float* params, const float* grads, float* momentum, size_t n, float lr,

@@ -20,6 +20,7 @@ namespace {
 }  // namespace
 
 void register_layers(LayerRegistry&) {}
+LayerPtr make_fused_layer(std::vector<ChainStep>) { no_gpu("a fused layer"); }
 void sgd_step(float*, const float*, float*, size_t, float, float, float) { no_gpu("SGD on the GPU"); }
 void gather_batch(const uint8_t*, const int32_t*, size_t, const int32_t*, int, float*, int32_t*) {
   no_gpu("batch gathering on the GPU");

@@ -1,0 +1,188 @@
+// fused_chain.cu — FusedChainGPU: the steps of a fused layer on the kernels
+// of the separate layers (fused_chain.h says which runs where).
+#include "layers/gpu/fused_chain.h"
+
+#include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "layers/gpu/conv2d_kernels.h"
+#include "layers/gpu/epilogue_act.cuh"
+#include "layers/gpu/factory.h"
+#include "layers/gpu/simple_kernels.h"
+
+namespace hpmc::gpu {
+
+namespace {
+
+using Kind = ChainStep::Kind;
+
+// dx = the activation's backward from its output y (epilogue_act.cuh), n elements.
+__global__ void act_grad_from_output_kernel(const float* __restrict__ y,
+                                            const float* __restrict__ dy, float* __restrict__ dx,
+                                            size_t n, const __grid_constant__ Activation a) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    dx[i] = activation_grad_from_output(a, y[i], dy[i]);
+}
+
+// The backward of an epilogue's activation, from the step's output y: the
+// ReLU layer's own kernel for relu (its bits and speed), the kernel above for
+// the others.
+void activation_backward_from_output(const Activation& a, const float* y, const float* dy,
+                                     float* dx, size_t n) {
+  if (n == 0) return;
+  if (a.kind == ActKind::kRelu) {
+    relu_backward(y, dy, dx, n);
+    return;
+  }
+  act_grad_from_output_kernel<<<grid_for(n), kBlock>>>(y, dy, dx, n, a);
+  HPMC_CUDA_LAUNCH_CHECK("fused layer: activation backward");
+}
+
+// The convolution's sizes for step input `in` (the low resolution of a fold).
+Conv2dShape conv_shape_of(const ChainStep& s, const Shape& in) {
+  return conv2d_shape(s.conv, s.fold > 1 ? upsample2d_output_shape(s.fold, in) : in);
+}
+
+}  // namespace
+
+FusedChainGPU::FusedChainGPU(std::vector<ChainStep> steps) : LayerGPU(std::move(steps)) {
+  size_t k = 0;
+  for (const ChainStep& s : steps_) {
+    param_at_.push_back(k);
+    if (s.kind == Kind::kConv) k += s.conv.bias ? 2 : 1;
+  }
+}
+
+FusedChainGPU::Buffers FusedChainGPU::layout() const {
+  Buffers b;
+  const size_t n = steps_.size();
+  b.acts.resize(n);
+  b.grads.resize(n);
+  b.pre.resize(n);
+  const Shape in = input_shape().with_batch(1);
+  for (size_t i = 0; i < n; ++i) {
+    const Shape out = chain_step_output(steps_[i], step_input(i, in));
+    if (i + 1 < n) b.acts[i] = out;
+    if (absorbed(i)) continue;
+    const size_t t = grad_target(i);
+    if (t > 0) b.grads[t] = step_input(t, in);
+    if (act_backward_here(i)) b.pre[i] = out;
+  }
+  return b;
+}
+
+size_t FusedChainGPU::workspace_bytes(const Shape& in) const {
+  size_t floats = 0;
+  const Buffers b = layout();
+  for (const auto* list : {&b.acts, &b.grads, &b.pre})
+    for (const Shape& s : *list) floats += s.count() * size_t(in.n);
+  return floats * sizeof(float);
+}
+
+void FusedChainGPU::reserve(int max_batch) { grow(max_batch); }
+
+void FusedChainGPU::grow(int n) {
+  if (n <= capacity_) return;
+  const Buffers b = layout();
+  const auto alloc = [&](const std::vector<Shape>& shapes, std::vector<Tensor>& out) {
+    out.assign(shapes.size(), Tensor());
+    for (size_t i = 0; i < shapes.size(); ++i)
+      if (shapes[i].count() > 0)
+        out[i] = Tensor::empty(shapes[i].with_batch(n), DType::kF32, Device::kGPU);
+  };
+  // Free the old tensors first: the device may not hold both. A queued kernel
+  // that still reads one is ordered before the free (cudaFree synchronizes).
+  acts_.clear();
+  grads_.clear();
+  pre_.clear();
+  alloc(b.acts, acts_);
+  alloc(b.grads, grads_);
+  alloc(b.pre, pre_);
+  capacity_ = n;
+}
+
+void FusedChainGPU::forward_impl(const Tensor& x, Tensor& y) {
+  const int n = x.shape().n;
+  grow(n);
+  const size_t last = steps_.size() - 1;
+  const float* in = x.data<float>();
+  Shape in_shape = x.shape();
+  for (size_t i = 0; i <= last; ++i) {
+    const ChainStep& s = steps_[i];
+    float* out = i == last ? y.data<float>() : acts_[i].data<float>();
+    switch (s.kind) {
+      case Kind::kConv: {
+        const Conv2dShape cs = conv_shape_of(s, in_shape);
+        const float* w = param(param_at_[i]);
+        const float* b = s.conv.bias ? param(param_at_[i] + 1) : nullptr;
+        if (s.fold > 1) implicit::upconv_forward(cs, in, w, b, out, s.act);
+        else implicit::conv2d_forward_act(cs, in, w, b, out, s.act);
+        break;
+      }
+      case Kind::kMaxPool: maxpool2d_forward(in_shape, s.win, in, out); break;
+      case Kind::kUpsample: upsample2d_forward(in_shape, s.scale, in, out); break;
+      case Kind::kAct: relu_forward(in, out, in_shape.count()); break;
+    }
+    in = out;
+    in_shape = chain_step_output(s, in_shape);
+  }
+}
+
+void FusedChainGPU::backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                  Tensor* dx) {
+  const int n = x.shape().n;
+  grow(n);  // a backward without its forward would read nothing useful, but nothing outside
+  const size_t last = steps_.size() - 1;
+  const float* g = dy.data<float>();  // the gradient of step i's output
+  for (size_t i = last + 1; i-- > 0;) {
+    if (absorbed(i)) continue;  // step i + 1 wrote the gradient of its input: g holds it
+    const ChainStep& s = steps_[i];
+    const Shape in_shape = step_input(i, x.shape());
+    const float* in = i == 0 ? x.data<float>() : acts_[i - 1].data<float>();
+    const float* out = i == last ? y.data<float>() : acts_[i].data<float>();
+    const size_t t = grad_target(i);
+    float* target = t > 0 ? grads_[t].data<float>() : dx ? dx->data<float>() : nullptr;
+    switch (s.kind) {
+      case Kind::kConv: {
+        const Shape out_shape = chain_step_output(s, in_shape);
+        const Conv2dShape cs = conv_shape_of(s, in_shape);
+        const float* gc = g;
+        if (act_backward_here(i)) {
+          float* pre = pre_[i].data<float>();
+          activation_backward_from_output(s.act, out, g, pre, out_shape.count());
+          gc = pre;
+        }
+        const float* w = param(param_at_[i]);
+        float* dw = grad(param_at_[i]);
+        float* db = s.conv.bias ? grad(param_at_[i] + 1) : nullptr;
+        if (s.fold > 1) {
+          implicit::upconv_backward_params(cs, in, gc, dw, db);
+          if (target) implicit::upconv_backward_data(cs, gc, w, s.mask_input ? in : nullptr, target);
+        } else {
+          implicit::conv2d_backward_params(cs, in, gc, dw, db);
+          if (target) implicit::conv2d_backward_data(cs, gc, w, target);
+        }
+        break;
+      }
+      case Kind::kMaxPool:
+        if (target) maxpool2d_backward(in_shape, s.win, in, g, target, s.mask_input);
+        break;
+      case Kind::kUpsample:
+        if (target) upsample2d_backward(in_shape, s.scale, g, target, s.mask_input ? in : nullptr);
+        break;
+      case Kind::kAct:  // every activation step is absorbed (FusedChainSpec)
+        throw RuntimeError(str("fused layer '", name(), "': activation step ", i + 1,
+                               " without the mask of the step after it"));
+    }
+    if (!target) break;  // only the first step writes no gradient (a null dx)
+    g = target;
+  }
+}
+
+LayerPtr make_fused_layer(std::vector<ChainStep> steps) {
+  return std::make_shared<FusedChainGPU>(std::move(steps));
+}
+
+}  // namespace hpmc::gpu

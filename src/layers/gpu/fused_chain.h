@@ -1,0 +1,72 @@
+// fused_chain.h — the GPU passes of a fused layer (layers/fused_spec.h: the
+// steps, their shapes and the rules). No CUDA types.
+//
+// forward   step by step, each writing the next one's input (the last y):
+//             conv      implicit::conv2d_forward_act, or implicit::upconv_forward
+//                       when the upsample before it is folded in, with the
+//                       step's activation in the epilogue
+//             maxpool   maxpool2d_forward        upsample  upsample2d_forward
+//             act       relu_forward (its output is the next step's input)
+// backward  the steps in reverse, each reading the gradient of its output and
+//           writing that of its input (the layer's dx for the first one):
+//             conv      the activation's backward from the step's output when
+//                       no later step runs it (relu_backward on y), then
+//                       conv2d_backward_params / upconv_backward_params, then
+//                       the data gradient (upconv_backward_data with the mask
+//                       of its input when mask_input)
+//             maxpool   maxpool2d_backward (with the ReLU mask when mask_input)
+//             upsample  upsample2d_backward (likewise)
+//             act       nothing: the step after it wrote its input gradient
+//           A null dx skips the first step's data gradient (a conv still
+//           adds its parameter gradients).
+// These are the kernels the separate layers run (simple_kernels.h,
+// conv2d_kernels.h), so a fused layer gives their bits; the fold gives the
+// fold's (conv2d_kernels.h). Conv steps run the im2col family only: the
+// epilogue and the fold are its kernels.
+//
+// The layer owns the tensors between its steps: the output of every step but
+// the last (the next step's input, read again by backward) and the gradient
+// of every step's input that is not the layer's dx, plus, for a conv step
+// whose activation's backward it runs itself, the gradient before that
+// activation. workspace_bytes counts them; reserve() allocates them for the
+// largest batch, and a pass on a larger batch grows them.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "layers/fused_spec.h"
+
+namespace hpmc::gpu {
+
+class FusedChainGPU : public LayerGPU<FusedChainSpec> {
+ public:
+  // Throws RuntimeError for the steps FusedChainSpec refuses.
+  explicit FusedChainGPU(std::vector<ChainStep> steps);
+
+  const char* impl() const override { return "im2col"; }
+  size_t workspace_bytes(const Shape& in) const override;
+  void reserve(int max_batch) override;
+
+ protected:
+  void forward_impl(const Tensor& x, Tensor& y) override;
+  void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  // The tensors between steps for a batch of n (per-sample shapes from
+  // input_shape()): acts_[i] step i's output (i < last), grads_[b] the
+  // gradient of step b's input (b ≥ 1, when a step writes it), pre_[i] the
+  // gradient before conv step i's activation (act_backward_here).
+  struct Buffers {
+    std::vector<Shape> acts, grads, pre;  // per sample; n = 1, or empty: none
+  };
+  Buffers layout() const;
+  void grow(int n);
+
+  std::vector<Tensor> acts_, grads_, pre_;
+  int capacity_ = 0;  // the batch the tensors hold
+  // Where each conv step's parameters start in param(): weight, then bias.
+  std::vector<size_t> param_at_;
+};
+
+}  // namespace hpmc::gpu
