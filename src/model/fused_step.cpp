@@ -1,9 +1,11 @@
+// fused_step.cpp — the fused MLP step strategy and the reasons it declines (fused_step.h).
 #include "model/fused_step.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/profiler.h"
 #include "layers/gpu/mlp_step.h"
 #include "model/batches.h"
 
@@ -110,7 +112,12 @@ FusedStep::FusedStep(Model& model, const TrainingConfig& cfg, int max_batch) {
 
 FusedStep::~FusedStep() = default;
 
-void FusedStep::run(const BatchFeeder& feed, int begin, int n, Tensor& acc) {
+std::string FusedStep::describe() const {
+  return "fused: the whole step is one GPU kernel (training.fuse)";
+}
+
+void FusedStep::run(BatchFeeder& feed, int begin, int n, Tensor& acc, Profiler* prof) {
+  ProfileScope scope(prof, "fused step");
   HPMC_CHECK(begin >= 0 && n >= 0 && begin + n <= feed.size(), "batch [", begin, ", ",
              begin + n, ") outside ", feed.size(), " samples");
   HPMC_CHECK(double(feed.size()) * double(feed.data().images.shape().per_sample()) < 2147483647.0,

@@ -1,15 +1,14 @@
 // fused_step.h — a whole training step as one GPU kernel, for the models
-// that fit one (layers/gpu/mlp_step.h has the kernel and its phases).
+// that fit one (layers/gpu/mlp_step.h has the kernel and its phases): the
+// "fused" step strategy (step_strategy.h).
 //
-// The trainer takes this path when training.fuse is true (the default), the
+// choose_step_strategy takes it when training.fuse is true (the default), the
 // model runs on the GPU with --impl im2col, and the model is an MLP of the
 // mnist_mlp kind: optional leading flatten layers, then 2 to 8 linear layers
 // with a bias, a relu between each two and none after the last, softmax
 // cross-entropy on at most 32 classes, and every training label in range.
 // Anything else trains layer by layer, as does every model with
-// training.fuse: false. Both paths read and write the same parameter,
-// gradient and momentum buffers, so checkpoints, evaluation and resuming do
-// not care which one ran.
+// training.fuse: false; fused_step_refusal says why.
 #pragma once
 
 #include <memory>
@@ -18,6 +17,7 @@
 #include "data/dataset.h"
 #include "model/config.h"
 #include "model/model.h"
+#include "model/step_strategy.h"
 
 namespace hpmc {
 
@@ -31,16 +31,17 @@ class MlpStep;
 std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
                                const Dataset& train);
 
-class FusedStep {
+class FusedStep : public StepStrategy {
  public:
   // The fused step for batches up to max_batch; call only when
   // fused_step_refusal() gave "".
   FusedStep(Model& model, const TrainingConfig& cfg, int max_batch);
-  ~FusedStep();
+  ~FusedStep() override;
 
+  std::string describe() const override;
   // One step on order[begin, begin + n) of the feeder's epoch order (the
   // feeder's dataset on the GPU); acc += {Σ loss, Σ correct}.
-  void run(const BatchFeeder& feed, int begin, int n, Tensor& acc);
+  void run(BatchFeeder& feed, int begin, int n, Tensor& acc, Profiler* prof) override;
 
  private:
   std::unique_ptr<gpu::MlpStep> step_;

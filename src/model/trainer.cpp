@@ -16,7 +16,7 @@
 #include "core/profiler.h"
 #include "core/rng.h"
 #include "model/batches.h"
-#include "model/fused_step.h"
+#include "model/step_strategy.h"
 
 namespace hpmc {
 
@@ -101,33 +101,24 @@ Trainer::Trainer(Model& model, const TrainingConfig& cfg) : model_(model), cfg_(
 
 Trainer::~Trainer() = default;
 
-void Trainer::prepare_fused(const BatchFeeder& feed) {
-  if (fused_feed_ == &feed) return;
-  fused_.reset();
-  fused_refusal_ = fused_step_refusal(model_, cfg_, feed.data());
-  if (fused_refusal_.empty()) fused_ = std::make_unique<FusedStep>(model_, cfg_, feed.max_batch());
-  fused_feed_ = &feed;
+void Trainer::prepare_strategy(const BatchFeeder& feed) {
+  if (strategy_feed_ == &feed) return;
+  strategy_.reset();
+  strategy_ = choose_step_strategy(
+      model_, cfg_, feed, [this](const Tensor& x, const Tensor& target, Tensor& acc) {
+        step(x, target, acc);
+      });
+  strategy_feed_ = &feed;
 }
 
 std::string Trainer::step_path(const BatchFeeder& feed) {
-  prepare_fused(feed);
-  return fused_ ? std::string("fused: the whole step is one GPU kernel (training.fuse)")
-                : "layer by layer: " + fused_refusal_;
+  prepare_strategy(feed);
+  return strategy_->describe();
 }
 
 void Trainer::train_batch(BatchFeeder& feed, int begin, int n, Tensor& acc) {
-  prepare_fused(feed);
-  if (fused_) {
-    ProfileScope scope(profiler_, "fused step");
-    fused_->run(feed, begin, n, acc);
-    return;
-  }
-  {
-    ProfileScope scope(profiler_, "gather batch");
-    feed.load(begin, n);
-  }
-  const bool lab = wants_labels(model_.loss());
-  step(feed.x(), lab ? feed.labels() : feed.x(), acc);
+  prepare_strategy(feed);
+  strategy_->run(feed, begin, n, acc, profiler_);
 }
 
 void Trainer::step(const Tensor& x, const Tensor& target, Tensor& acc) {
@@ -174,7 +165,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
   model_.allocate(bs);
   model_.set_profiler(profiler_);
   BatchFeeder feed(train, model_.device(), bs, model_.input_shape());
-  fused_feed_ = nullptr;  // decide the fused step afresh for this feeder
+  strategy_feed_ = nullptr;  // choose the step strategy afresh for this feeder
   std::unique_ptr<BatchFeeder> test_feed;
   if (test.size() > 0)
     test_feed = std::make_unique<BatchFeeder>(test, model_.device(), std::min(bs, test.size()),

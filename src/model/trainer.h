@@ -46,7 +46,7 @@ struct EpochResult {
 std::vector<int32_t> epoch_order(int n, uint64_t seed, int epoch, bool shuffle);
 
 class BatchFeeder;
-class FusedStep;
+class StepStrategy;
 
 // Mean loss (and accuracy) of the model over a dataset, in batches.
 EvalResult evaluate(Model& model, const Dataset& data, int batch_size);
@@ -100,11 +100,12 @@ class Trainer {
   // count) to acc.
   void step(const Tensor& x, const Tensor& target, Tensor& acc);
 
-  // One step on order[begin, begin + n) of the feeder: the fused kernel of
+  // One step on order[begin, begin + n) of the feeder, by the step strategy
+  // chosen for its data (model/step_strategy.h): the fused kernel of
   // model/fused_step.h where the model fits it, else gather + step().
   void train_batch(BatchFeeder& feed, int begin, int n, Tensor& acc);
   // How train_batch() trains on this feeder's data: "fused: ..." or
-  // "layer by layer: <why not fused>".
+  // "layer by layer: <why not fused>" (StepStrategy::describe).
   std::string step_path(const BatchFeeder& feed);
 
   void set_profiler(Profiler* p) { profiler_ = p; }
@@ -118,11 +119,10 @@ class Trainer {
   std::function<bool(TrainState&)> on_step_;
   Profiler* profiler_ = nullptr;
   Tensor acc_;  // the loss accumulator of the epoch in progress, on the model's device
-  // The fused step, decided once per feeder (its data decides, too).
-  void prepare_fused(const BatchFeeder& feed);
-  const BatchFeeder* fused_feed_ = nullptr;
-  std::unique_ptr<FusedStep> fused_;
-  std::string fused_refusal_;
+  // The step strategy, chosen once per feeder (its data decides, too).
+  void prepare_strategy(const BatchFeeder& feed);
+  const BatchFeeder* strategy_feed_ = nullptr;
+  std::unique_ptr<StepStrategy> strategy_;
   int n_train_ = 0;
   int64_t global_step_ = 0;  // the step the next step() trains (fit() sets it)
 };

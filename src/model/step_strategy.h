@@ -1,0 +1,49 @@
+// step_strategy.h — how the trainer takes one training step on a batch: a
+// strategy per way of running it, chosen once per training set.
+//
+//   layer by layer  gather the batch, then the model's forward, the loss,
+//                   backward and the SGD update (Trainer::step): any model
+//   fused           the whole step as one GPU kernel (fused_step.h): an MLP of
+//                   the mnist_mlp kind on --impl im2col with training.fuse
+//
+// choose_step_strategy takes the fused step where fused_step_refusal() finds
+// nothing against it, and trains layer by layer otherwise, saying why. Both
+// read and write the same parameter, gradient and momentum buffers, so
+// checkpoints, evaluation and resuming do not care which one ran.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+#include "model/config.h"
+#include "model/model.h"
+
+namespace hpmc {
+
+class BatchFeeder;
+class Profiler;
+
+class StepStrategy {
+ public:
+  virtual ~StepStrategy() = default;
+  // The line `hpmc run` and `hpmc bench` print: "fused: the whole step is one
+  // GPU kernel (training.fuse)" or "layer by layer: <why not fused>".
+  virtual std::string describe() const = 0;
+  // One step on order[begin, begin + n) of the feeder's epoch order;
+  // acc += {Σ loss, Σ correct}. `prof` (may be null) times it.
+  virtual void run(BatchFeeder& feed, int begin, int n, Tensor& acc, Profiler* prof) = 0;
+};
+
+// A training step on a gathered batch: forward, loss, backward, update
+// (Trainer::step).
+using LayerStepFn = std::function<void(const Tensor& x, const Tensor& target, Tensor& acc)>;
+
+// The strategy for training `model` on the feeder's data: the fused step
+// where it fits, else layer by layer through `layer_step` (with the reason).
+std::unique_ptr<StepStrategy> choose_step_strategy(Model& model, const TrainingConfig& cfg,
+                                                   const BatchFeeder& feed,
+                                                   LayerStepFn layer_step);
+
+}  // namespace hpmc
