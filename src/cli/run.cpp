@@ -229,6 +229,9 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
       << cfg.training.momentum << ", weight decay " << cfg.training.weight_decay << ", seed "
       << cfg.training.seed << "\n"
       << std::flush;
+  if (cfg.training.input_noise.active() || cfg.training.augment.active())
+    out << "training batches only: input noise " << cfg.training.input_noise.describe()
+        << ", augment " << cfg.training.augment.describe() << "\n";
 
   Trainer trainer(model, cfg.training);
   if (o.progress == "bar") trainer.set_progress(Trainer::Progress::kBar);

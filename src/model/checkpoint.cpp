@@ -214,6 +214,8 @@ void save_checkpoint(const std::string& path, const Model& model, const Config& 
       {"epoch_correct", hexfloat(state.correct)},
       {"momentum", momentum ? "true" : "false"},
       {"data_order", "permutation of the training set drawn from (seed, epoch) by xoshiro256**"},
+      {"input_noise", cfg.training.input_noise.describe()},
+      {"augment", cfg.training.augment.describe()},
   };
   write_safetensors(path, entries, meta);
 }
@@ -260,6 +262,13 @@ CheckpointMeta load_checkpoint(const std::string& path, Model& model, const Conf
                tc.shuffle ? "true" : "false");
     must_match(rm.train_size == train_size, "a training set of size", meta.get("train_size"),
                std::to_string(train_size));
+    // Absent from checkpoints written before the settings existed: those had none.
+    auto or_none = [](const std::string& v) { return v.empty() ? std::string("none") : v; };
+    must_match(or_none(meta.get("input_noise")) == tc.input_noise.describe(),
+               "training.input_noise", or_none(meta.get("input_noise")),
+               tc.input_noise.describe());
+    must_match(or_none(meta.get("augment")) == tc.augment.describe(), "data.augment",
+               or_none(meta.get("augment")), tc.augment.describe());
     if ((tc.momentum > 0) != rm.momentum)
       throw ConfigError(str("cannot resume from ", path, ": it was written with momentum ",
                             rm.momentum ? "on" : "off", " but this run has training.momentum ",

@@ -8,7 +8,8 @@
 // "<layer>.<buffer>" under PyTorch's names. With momentum > 0, the SGD momentum buffers follow
 // as "optimizer.momentum.<layer>.<param>".
 // Metadata (strings): format, hpmc version, config name, impl, seed,
-// batch size, training-set size, epoch, step, global step, and the epoch's
+// batch size, training-set size, input noise and augmentation (their
+// describe(), data/augment.h), epoch, step, global step, and the epoch's
 // partial loss sums as exact hex floats, so that `--resume` continues bit
 // for bit. Nothing time-dependent goes in: the same run gives the same bytes.
 #pragma once

@@ -425,6 +425,14 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
     cfg.data.train_limit = d.get_int("train_limit", 0, 0, std::numeric_limits<int>::max());
     cfg.data.test_limit = d.get_int("test_limit", 0, 0, std::numeric_limits<int>::max());
     cfg.data.synthetic = d.get_bool("synthetic", false);
+    {
+      MapReader a(d.get_node("augment"), "data.augment", src);
+      auto& aug = cfg.training.augment;
+      aug.hflip = a.get_bool("hflip", aug.hflip);
+      aug.crop_padding = a.get_int("crop_padding", aug.crop_padding, 0, 1024);
+      a.finish();
+      d.set_resolved("augment", a.resolved());
+    }
     d.finish();
     cfg.resolved["data"] = d.resolved();
   }
@@ -457,6 +465,30 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
     tr.threads = t.get_int("threads", tr.threads, 0, 4096);
     tr.fuse = t.get_bool("fuse", tr.fuse);
     tr.fold_upsample = t.get_bool("fold_upsample", tr.fold_upsample);
+    {
+      // {type: gaussian, std: S} | {type: mask, p: P} | {type: none}; each type
+      // knows only its own key.
+      MapReader n(t.get_node("input_noise"), "training.input_noise", src);
+      auto& noise = tr.input_noise;
+      const std::string type = n.get_choice("type", "none", {"none", "gaussian", "mask"});
+      if (type == "gaussian") {
+        noise.type = InputNoiseConfig::Type::kGaussian;
+        noise.std = n.get_float("std", noise.std, 0.0, 1e3);
+      } else if (type == "mask") {
+        noise.type = InputNoiseConfig::Type::kMask;
+        noise.p = n.get_float("p", noise.p, 0.0, 1.0);
+        if (noise.p >= 1.0)
+          n.fail("p", "must be below 1 (p = 1 sets every input value to 0), got 1");
+      }
+      for (const auto& [key, owner] : {std::pair<std::string, std::string>{"std", "gaussian"},
+                                       {"p", "mask"}})
+        if (type != owner && n.has(key))
+          n.fail(key, str("belongs to type: ", owner, ", but the type is ", type,
+                          type == "none" ? " (the default)" : "", "; remove the key or set type: ",
+                          owner));
+      n.finish();
+      t.set_resolved("input_noise", n.resolved());
+    }
     t.finish();
     cfg.resolved["training"] = t.resolved();
   }

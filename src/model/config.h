@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "data/augment.h"
+
 namespace hpmc {
 
 // Where each config value came from, for error messages.
@@ -101,6 +103,12 @@ struct TrainingConfig {
   // GPU, --impl im2col, with fuse: a nearest ×2 upsample runs inside the 3×3
   // conv2d after it (model/model.h); results equal to rounding, not bit for bit
   bool fold_upsample = true;
+  // Training-time input transforms (data/augment.h), applied by the trainer to
+  // training batches only. input_noise is training.input_noise; augment is
+  // read from data.augment (where the YAML keeps what is done to the data)
+  // and kept here, with everything else the trainer reads.
+  InputNoiseConfig input_noise;
+  AugmentConfig augment;
 };
 
 struct OutputConfig {

@@ -48,6 +48,12 @@ const ParamEntry* find_entry(const ParamStore& store, const std::string& name) {
 std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
                                const Dataset& train) {
   if (!cfg.fuse) return "training.fuse is false";
+  if (cfg.input_noise.active())
+    return str("training.input_noise is ", cfg.input_noise.describe(),
+               " (the fused step trains on the clean batch)");
+  if (cfg.augment.active())
+    return str("data.augment is ", cfg.augment.describe(),
+               " (the fused step trains on the batch as gathered)");
   if (model.impl() != Impl::kIm2col) return str("the fused step is part of --impl im2col, not ",
                                                 impl_name(model.impl()));
   for (const auto& l : model.layers()) {

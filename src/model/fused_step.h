@@ -5,8 +5,9 @@
 // model runs on the GPU with --impl im2col, and the model is an MLP of the
 // mnist_mlp kind: optional leading flatten layers, then 2 to 8 linear layers
 // with a bias, a relu between each two and none after the last, softmax
-// cross-entropy on at most 32 classes, and every training label in range.
-// Anything else trains layer by layer, as does every model with
+// cross-entropy on at most 32 classes, every training label in range, and
+// neither training.input_noise nor data.augment (the kernel gathers its own
+// batch). Anything else trains layer by layer, as does every model with
 // training.fuse: false. Both paths read and write the same parameter,
 // gradient and momentum buffers, so checkpoints, evaluation and resuming do
 // not care which one ran.

@@ -15,6 +15,7 @@
 #include "core/device.h"
 #include "core/profiler.h"
 #include "core/rng.h"
+#include "data/augment.h"
 #include "model/batches.h"
 #include "model/fused_step.h"
 
@@ -126,21 +127,44 @@ void Trainer::train_batch(BatchFeeder& feed, int begin, int n, Tensor& acc) {
     ProfileScope scope(profiler_, "gather batch");
     feed.load(begin, n);
   }
+  const Tensor* x = &feed.x();
+  if (cfg_.augment.active()) {
+    ProfileScope scope(profiler_, "augment");
+    ensure_buffer(augmented_, *x);
+    augment_batch(*x, augmented_, feed.data().sample_shape(), cfg_.augment, cfg_.seed,
+                  global_step_);
+    x = &augmented_;
+  }
   const bool lab = wants_labels(model_.loss());
-  step(feed.x(), lab ? feed.labels() : feed.x(), acc);
+  step(*x, lab ? feed.labels() : *x, acc);
+}
+
+void Trainer::ensure_buffer(Tensor& buf, const Tensor& like) {
+  const Shape want = like.shape().with_batch(std::max(like.shape().n, model_.max_batch()));
+  if (!buf.defined() || buf.device() != like.device() || buf.capacity() < want.count() ||
+      buf.shape().per_sample() != want.per_sample())
+    buf = Tensor::empty(want, DType::kF32, like.device());
 }
 
 void Trainer::step(const Tensor& x, const Tensor& target, Tensor& acc) {
-  model_.set_mode(true, global_step_++);
+  const int64_t s = global_step_++;
+  model_.set_mode(true, s);
+  const Tensor* in = &x;
+  if (cfg_.input_noise.active()) {  // the model sees the noisy input; the target stays
+    ProfileScope scope(profiler_, "input noise");
+    ensure_buffer(noisy_, x);
+    add_input_noise(x, noisy_, cfg_.input_noise, cfg_.seed, s);
+    in = &noisy_;
+  }
   model_.params().zero_grads();
-  const Tensor& pred = model_.forward(x);
+  const Tensor& pred = model_.forward(*in);
   Tensor& dpred = model_.output_grad();
   dpred.set_batch(x.shape().n);
   {
     ProfileScope scope(profiler_, "loss");
     model_.loss().compute(pred, target, &dpred, acc);
   }
-  model_.backward(x, dpred);
+  model_.backward(*in, dpred);
   ProfileScope scope(profiler_, "sgd");
   sgd_step(model_.params(), sgd_);
 }

@@ -97,11 +97,15 @@ class Trainer {
   // One step on a prepared batch: training mode (Model::set_mode) at the
   // trainer's global step, zero grads, forward, loss, backward, SGD; the
   // global step then advances. Adds the batch's summed loss (and correct
-  // count) to acc.
+  // count) to acc. With training.input_noise the model sees x with the noise
+  // of this step (data/augment.h) while the loss compares with `target` as
+  // given (for an autoencoder, the clean x).
   void step(const Tensor& x, const Tensor& target, Tensor& acc);
 
   // One step on order[begin, begin + n) of the feeder: the fused kernel of
-  // model/fused_step.h where the model fits it, else gather + step().
+  // model/fused_step.h where the model fits it, else gather, data.augment
+  // (the batch is flipped and cropped as drawn for this step; an
+  // autoencoder's target is the augmented image) and step().
   void train_batch(BatchFeeder& feed, int begin, int n, Tensor& acc);
   // How train_batch() trains on this feeder's data: "fused: ..." or
   // "layer by layer: <why not fused>".
@@ -125,6 +129,10 @@ class Trainer {
   std::string fused_refusal_;
   int n_train_ = 0;
   int64_t global_step_ = 0;  // the step the next step() trains (fit() sets it)
+  // The augmented batch and the noisy input, on the model's device, allocated
+  // at first use (only runs with data.augment / training.input_noise have them).
+  Tensor augmented_, noisy_;
+  void ensure_buffer(Tensor& buf, const Tensor& like);
 };
 
 }  // namespace hpmc
