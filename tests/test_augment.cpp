@@ -258,6 +258,16 @@ TEST(InputNoise, GaussianNoiseOnABatchHasItsStd) {
   // In place gives the same.
   add_input_noise(x, x, cfg, 1, 3);
   EXPECT_EQ(std::memcmp(x.raw(), y.raw(), x.bytes()), 0);
+  // An odd count: the last value has a Philox block to itself.
+  for (int count : {1, 3, 5}) {
+    Tensor a = Tensor::empty(Shape(1, count, 1, 1)), b = Tensor::empty(Shape(1, count, 1, 1));
+    for (int i = 0; i < count; ++i) a.data<float>()[i] = float(i) - 1.5f;
+    add_input_noise(a, b, cfg, 1, 9);
+    for (int i = 0; i < count; ++i)
+      EXPECT_EQ(b.data<float>()[i],
+                std::fma(0.1f, gaussian_draw(key, 9, size_t(i)), a.data<float>()[i]))
+          << count << " " << i;
+  }
 }
 
 TEST(InputNoise, MaskZeroesAFractionP) {
@@ -278,6 +288,18 @@ TEST(InputNoise, MaskZeroesAFractionP) {
     }
     const double n = double(x.numel());
     EXPECT_NEAR(zeros / n, p, 5 * std::sqrt(p * (1 - p) / n) + 1e-12);
+    // Each decision is the element's own draw (odd counts included).
+    const uint64_t key = counter_key(4, kInputNoiseStream);
+    for (size_t t : {size_t(0), size_t(3), size_t(4), size_t(77777), x.numel() - 1})
+      EXPECT_EQ(y.data<float>()[t] != 0.f, mask_keep(key, 8, t, drop_threshold(p))) << t;
+    for (int count : {1, 2, 3, 5, 7}) {
+      Tensor a = Tensor::empty(Shape(1, count, 1, 1)), b = Tensor::empty(Shape(1, count, 1, 1));
+      for (int i = 0; i < count; ++i) a.data<float>()[i] = 1.f;
+      add_input_noise(a, b, cfg, 4, 8);
+      for (int i = 0; i < count; ++i)
+        EXPECT_EQ(b.data<float>()[i] != 0.f, mask_keep(key, 8, size_t(i), drop_threshold(p)))
+            << count << " " << i;
+    }
   }
 }
 

@@ -77,15 +77,21 @@ HPMC_HOST_DEVICE inline long augment_source(const AugmentDraw& d, int r, int c, 
   return long(sr) * w + sc;
 }
 
-// The standard normal of element t at `step` (Box–Muller, see above).
-HPMC_HOST_DEVICE inline float gaussian_draw(uint64_t key, uint64_t step, uint64_t t) {
-  const Philox4x32 b = counter_block(key, step, t >> 1);
-  const int k = int(t & 1) * 2;
-  const double u1 = (double(b.v[k]) + 1.0) * (1.0 / 4294967296.0);
-  const double u2 = double(b.v[k + 1]) * (1.0 / 4294967296.0);
+// Box–Muller's cosine branch from two 32-bit words (see above).
+HPMC_HOST_DEVICE inline float gaussian_from_words(uint32_t w1, uint32_t w2) {
+  const double u1 = (double(w1) + 1.0) * (1.0 / 4294967296.0);
+  const double u2 = double(w2) * (1.0 / 4294967296.0);
   const double r = sqrt(-2.0 * log(u1));
   const double theta = 6.283185307179586 * u2;
   return float(r * cos(theta));
+}
+
+// The standard normal of element t at `step`: words 2(t mod 2), 2(t mod 2) + 1
+// of Philox block ⌊t/2⌋ (a loop may draw the block once for both elements).
+HPMC_HOST_DEVICE inline float gaussian_draw(uint64_t key, uint64_t step, uint64_t t) {
+  const Philox4x32 b = counter_block(key, step, t >> 1);
+  const int k = int(t & 1) * 2;
+  return gaussian_from_words(b.v[k], b.v[k + 1]);
 }
 
 // The masking decision of element t at `step`: true keeps the value.
