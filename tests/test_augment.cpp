@@ -635,6 +635,16 @@ TEST(AugmentConfig, ErrorsAreOneLineWithTheirPlace) {
       {"training: {}", "data: {format: mnist, augment: true}",
        "data.augment must be a mapping of keys to values, got true"},
   };
+  // A mapping given with --set: its keys' errors name the --set.
+  try {
+    parse_config("name: t\ndata: {format: mnist}\nmodel: {loss: mse, layers: [{type: relu}]}\n",
+                 "t.yaml", {{"training.input_noise={type: mask, p: 2}", ""}});
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--set training.input_noise={type: mask, p: 2}: training.input_noise.p: must be "
+              "between 0 and 1, got 2");
+  }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.training + " " + c.data);
     try {

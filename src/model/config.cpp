@@ -89,8 +89,15 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 // ---- ConfigSource / MapReader ----------------------------------------------
 
 std::string ConfigSource::where(const YAML::Node& node, const std::string& path) const {
-  auto it = overrides.find(path);
-  if (it != overrides.end()) return it->second;
+  // The override that set this value, or a mapping or list around it
+  // (--set 'training.input_noise={type: mask}' names training.input_noise.type).
+  for (std::string p = path;;) {
+    auto it = overrides.find(p);
+    if (it != overrides.end()) return it->second;
+    const size_t dot = p.rfind('.');
+    if (dot == std::string::npos) break;
+    p.resize(dot);
+  }
   if (node && node.Mark().line >= 0)
     return str(file, ":", node.Mark().line + 1, ":", node.Mark().column + 1);
   return file;
