@@ -10,6 +10,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/profiler.h"
+#include "layers/activation_spec.h"
 #include "layers/cpu/conv2d.h"
 #include "layers/cpu/upsample2d.h"
 #include "model/model.h"
@@ -152,8 +153,12 @@ TEST(Model, UnknownLayerTypeListsKnownTypes) {
   std::string e = build_error(text, kMnist);
   EXPECT_NE(e.find("m.yaml:8:"), std::string::npos) << e;
   EXPECT_NE(e.find("unknown layer type 'rellu' (did you mean 'relu'?)"), std::string::npos) << e;
-  EXPECT_NE(e.find("known types: conv2d, flatten, linear, maxpool2d, relu, upsample2d"),
-            std::string::npos) << e;
+  // The list comes from the registry: every registered type, in list order.
+  std::string known;
+  for (const std::string& t : LayerRegistry::builtin().names())
+    known += (known.empty() ? "" : ", ") + t;
+  EXPECT_NE(e.find("known types: " + known), std::string::npos) << e;
+  EXPECT_NE(known.find("conv2d, linear"), std::string::npos) << known;
 }
 
 TEST(Model, UnknownLayerKeySuggests) {
@@ -396,10 +401,9 @@ TEST(Model, CpuModelsFoldNoUpsample) {
 // real CPU layer agrees): a folded layer is called with the upsample's
 // low-resolution input and input gradient and still writes the output of the
 // upsampled input it was built for; anything else is refused.
-class FoldingLayer : public LayerCPU {
+class FoldingLayer : public LayerCPU<ReLUSpec> {
  public:
   using LayerCPU::LayerCPU;
-  const char* type() const override { return "folding"; }
   Shape output_shape(const Shape& in) const override { return Shape(in.n, 1, in.h, in.w); }
   Shape seen;  // the input shape forward_impl / backward_impl got
 
