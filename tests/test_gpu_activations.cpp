@@ -1,5 +1,5 @@
 // The GPU kernels of the activations (layers/gpu/activation_kernels.h) and
-// of the element-wise losses (layers/gpu/elementwise_losses.h), called
+// of the element-wise losses (layers/gpu/elementwise_loss_kernels.h), called
 // directly on device buffers (CUDA builds only: tests/CMakeLists.txt leaves
 // this file out of a build without CUDA), against the CPU ops on fresh random
 // inputs of odd sizes (1, 3, 5, 7, sizes that are no multiple of 4 or of a
@@ -35,7 +35,7 @@
 #include "layers/cpu/bce_loss_ops.h"
 #include "layers/cpu/l1_loss_ops.h"
 #include "layers/gpu/activation_kernels.h"
-#include "layers/gpu/elementwise_losses.h"
+#include "layers/gpu/elementwise_loss_kernels.h"
 #include "testing.h"
 
 namespace hpmc {

@@ -1,8 +1,9 @@
 // bce_loss_ops.h — binary cross-entropy on logits (YAML "bce_with_logits")
 // and on probabilities ("bce"), templated on the scalar so tests can run them
 // in double for finite-difference checks; the CPU losses call them with
-// T = float. The GPU kernels (layers/gpu/elementwise_losses.cu) restate the
-// same formulas, and a GPU loss reports a bad input with bce_range_error.
+// T = float. The GPU kernels (layers/gpu/elementwise_loss_kernels.cu)
+// restate the same formulas, and the GPU loss reports a bad input with
+// bce_range_error.
 //
 // Layout: n samples of `per_sample` contiguous elements each, for the
 // prediction p, the target t and the gradient dp alike (an autoencoder's

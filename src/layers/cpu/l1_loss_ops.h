@@ -1,6 +1,6 @@
 // l1_loss_ops.h — mean absolute error (YAML "l1"), templated on the scalar so
 // tests can run it in double for finite-difference checks; the CPU loss calls
-// it with T = float. The GPU kernel (layers/gpu/elementwise_losses.cu)
+// it with T = float. The GPU kernel (layers/gpu/elementwise_loss_kernels.cu)
 // restates these formulas.
 //
 // Layout: n samples of `per_sample` contiguous elements each, for the

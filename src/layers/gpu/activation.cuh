@@ -21,8 +21,8 @@
 // agree with the CPU's glibc functions to a few ulp, not bit for bit.
 //
 // For an epilogue that keeps only y: relu's mask is the same from y (y > 0 ⇔
-// x > 0), and so is leaky_relu's for slope ≥ 0 (the layer's key admits
-// negative slopes: then it is not); prelu needs x for its slope gradient.
+// x > 0), and so is leaky_relu's, whose slope the layer keeps ≥ 0; prelu's
+// learned slopes may turn negative, and its slope gradient needs x anyway.
 #pragma once
 
 #include <cuda_runtime.h>

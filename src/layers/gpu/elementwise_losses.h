@@ -1,65 +1,64 @@
-// elementwise_losses.h — GPU kernels of the losses whose per-element term
-// needs only p and t: bce_with_logits, bce and l1, as a plain host function
-// on device pointers (no CUDA type appears here). The formulas, layouts and
-// reductions are the CPU ops' (layers/cpu/bce_loss_ops.h, l1_loss_ops.h);
-// the contract is layers/loss.h's: acc (2 doubles on the device) gets
-// acc[0] += Σ_s l_s (acc[1] is left alone), and dpred, when non-null, is
-// OVERWRITTEN with d(mean loss)/d pred.
+// elementwise_losses.h — the GPU losses bce_with_logits, bce and l1, with the
+// contract of layers/loss.h (acc is a float64 (2,1,1,1) tensor on the GPU;
+// acc[0] += Σ per-sample losses, acc[1] is left alone; dpred, when non-null,
+// is overwritten with d(mean loss)/d pred). No CUDA type appears here. The
+// kernels are elementwise_loss_kernels.h's: per-sample block sums and one
+// fixed-order reduction on the device, no host synchronisation and no
+// floating-point atomics; how they agree with the CPU losses is stated there.
 //
-// Design (as losses.h's MSE): one block per sample sums its elements' loss
-// terms in double (strided serial parts, then a fixed shared-memory tree) and
-// writes dpred; ONE block then reduces the per-sample losses in a fixed order
-// and adds the total to acc on the device. No host synchronisation, no
-// floating-point atomics: the same inputs give the same bits on every run and
-// GPU. Against the CPU (T = float):
-//   dpred  bit for bit for bce and l1 (the same double / float operations);
-//          within 1 ulp for bce_with_logits (device exp in double vs glibc's,
-//          rounded once to float).
-//   acc    to rounding of doubles (the sums are trees, the CPU's serial).
-//
-// bce's input errors. The CPU throws on a target outside [0, 1] (or NaN) or a
-// prediction outside [0, 1] that is not NaN; the GPU cannot without a host
-// copy per step, so a bad element's loss term is NaN (acc[0] becomes NaN and
-// the trainer stops at the step where it reads it) and its dpred is 0, and
-// the first bad element of the batch (smallest sample, then element) is
-// recorded in a sticky device status word (kLossStatusInts int32s, zeroed by
-// the caller once) unless an earlier report is still pending. The loss reads
-// it with take_loss_status() where it syncs anyway and throws the CPU's error
-// (bce_range_error in bce_loss_ops.h).
+// bce's bad inputs (a target outside [0, 1], a prediction outside [0, 1]
+// that is not NaN): the CPU loss throws at once; the GPU loss makes that
+// batch's loss NaN, records the first bad element in a sticky device status
+// word, and check_status() — which the trainer calls where it reads the
+// accumulator — throws the CPU's error for it (bce_range_error), once.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
+#include <memory>
+
+#include "layers/loss_spec.h"
 
 namespace hpmc::gpu {
 
-enum class ElementwiseLoss { kBceWithLogits, kBce, kL1 };
+// The device workspace of one loss object (per-sample sums, the status word).
+struct ElementwiseLossState;
 
-// The device status word: {set, sample, element low 32 bits, element high 32
-// bits, is_target, value's float bits}.
-constexpr int kLossStatusInts = 6;
+class BceWithLogitsLossGPU : public LossGPU<BceWithLogitsLossSpec> {
+ public:
+  BceWithLogitsLossGPU();
+  ~BceWithLogitsLossGPU() override;
 
-// Bytes of device workspace for a batch of n samples (a double and an int64
-// per sample).
-size_t elementwise_loss_workspace_bytes(int n);
+ protected:
+  void compute_impl(const Tensor& pred, const Tensor& target, Tensor* dpred, Tensor& acc) override;
 
-// pred, target, dpred: n × per_sample floats; acc: 2 doubles; workspace:
-// elementwise_loss_workspace_bytes(n) bytes (8-byte aligned); status:
-// kLossStatusInts int32s, used by kBce only (may be null for the others).
-// All on the device. n = 0 or per_sample = 0 adds 0 and writes nothing.
-void elementwise_loss(ElementwiseLoss kind, const float* pred, const float* target, float* dpred,
-                      int n, size_t per_sample, void* workspace, double* acc, int32_t* status);
-
-// The first bad bce input recorded in `status` since it was last cleared.
-struct LossStatus {
-  bool bad = false;
-  int sample = 0;
-  size_t element = 0;
-  bool is_target = false;
-  float value = 0;
+ private:
+  std::unique_ptr<ElementwiseLossState> st_;
 };
-// Copies the device status word to the host (one small synchronous copy)
-// and, when it records an error, zeroes it so the next report starts clean.
-LossStatus take_loss_status(int32_t* status);
+
+class BceLossGPU : public LossGPU<BceLossSpec> {
+ public:
+  BceLossGPU();
+  ~BceLossGPU() override;
+  // Throws the CPU's DataError (bad target) or ConfigError (bad prediction),
+  // once, if a call since the last check saw a bad input.
+  void check_status() override;
+
+ protected:
+  void compute_impl(const Tensor& pred, const Tensor& target, Tensor* dpred, Tensor& acc) override;
+
+ private:
+  std::unique_ptr<ElementwiseLossState> st_;
+};
+
+class L1LossGPU : public LossGPU<L1LossSpec> {
+ public:
+  L1LossGPU();
+  ~L1LossGPU() override;
+
+ protected:
+  void compute_impl(const Tensor& pred, const Tensor& target, Tensor* dpred, Tensor& acc) override;
+
+ private:
+  std::unique_ptr<ElementwiseLossState> st_;
+};
 
 }  // namespace hpmc::gpu
