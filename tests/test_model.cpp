@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "model/registry.h"
 #include "model/sgd.h"
+#include "model/trainer.h"
 #include "testing.h"
 
 namespace hpmc {
@@ -510,6 +511,42 @@ TEST(Sgd, MatchesPyTorchSemantics) {
   g[0] = 0.5f;
   sgd_step(ps, SgdConfig{0.1f, 0.0f, 0.0f});
   EXPECT_NEAR(p[0], 0.95, 1e-7);
+}
+
+}  // namespace
+}  // namespace hpmc
+
+namespace hpmc {
+namespace {
+
+// LayerMode (layer.h): a built model evaluates; a training step puts every
+// layer in training mode with the trainer's global step and the layer's
+// index as its stream; evaluation puts them back.
+TEST(Model, ModeFollowsTrainingStepsAndEvaluation) {
+  Config c = parse_config(kMlp, "m.yaml", {{"training.seed=77", ""}});
+  auto m = Model::build(c, Impl::kCpu, kMnist, 10);
+  m->params().init(1);
+  for (const LayerPtr& l : m->layers()) EXPECT_FALSE(l->mode().training) << l->name();
+  m->allocate(2);
+  Trainer t(*m, c.training);
+  Tensor x = Tensor::zeros(Shape(2, 1, 28, 28));
+  Tensor y = Tensor::zeros(Shape(2, 1, 1, 1), DType::kI32);
+  Tensor acc = Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64);
+  t.step(x, y, acc);
+  t.step(x, y, acc);
+  for (size_t i = 0; i < m->layers().size(); ++i) {
+    const LayerMode& mode = m->layers()[i]->mode();
+    EXPECT_TRUE(mode.training);
+    EXPECT_EQ(mode.step, 1);  // the second step
+    EXPECT_EQ(mode.seed, 77u);
+    EXPECT_EQ(mode.stream, int(i));
+  }
+  Dataset d;
+  d.images = Tensor::zeros(Shape(3, 1, 28, 28), DType::kU8);
+  d.labels = Tensor::zeros(Shape(3, 1, 1, 1), DType::kI32);
+  d.num_classes = 10;
+  evaluate(*m, d, 2);
+  for (const LayerPtr& l : m->layers()) EXPECT_FALSE(l->mode().training) << l->name();
 }
 
 }  // namespace

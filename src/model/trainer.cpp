@@ -241,6 +241,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
         if (mode == Progress::kBar) out << "\n";
         sync_loss(state);
         model_.set_profiler(nullptr);
+        model_.set_mode(false, 0);  // what follows (outputs, evaluation) evaluates
         return results;
       }
     }
@@ -281,6 +282,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
     }
   }
   model_.set_profiler(nullptr);
+  model_.set_mode(false, 0);
   return results;
 }
 
