@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "model/batches.h"
 #include "model/fused_step.h"
+#include "model/registry.h"
 
 namespace hpmc {
 
@@ -79,17 +80,25 @@ EvalResult evaluate(Model& model, BatchFeeder& feed, int batch_size) {
   Tensor acc = Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model.device());
   Loss& loss = model.loss();
   const bool lab = wants_labels(loss);
+  // An autoencoder trained with another loss also reports its MSE.
+  LossPtr mse = !lab && loss.kind() != LossKind::kMseLoss ? make_loss("mse", model.impl()) : nullptr;
+  Tensor mse_acc = mse ? Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model.device()) : Tensor();
   for (int b = 0; b < r.samples; b += batch_size) {
     int n = std::min(batch_size, r.samples - b);
     feed.load(b, n);
     const Tensor& pred = model.forward(feed.x());
     loss.compute(pred, lab ? feed.labels() : feed.x(), nullptr, acc);
+    if (mse) mse->compute(pred, feed.x(), nullptr, mse_acc);
   }
   loss.check_status();
   double a[2];
   read_acc(acc, a);
   r.loss = a[0] / r.samples;
   if (loss.is_classifier()) r.accuracy = a[1] / r.samples;
+  if (mse) {
+    read_acc(mse_acc, a);
+    r.mse = a[0] / r.samples;
+  }
   return r;
 }
 
@@ -262,6 +271,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
     line << "epoch " << r.epoch << "/" << cfg_.epochs << "  train loss " << std::fixed
          << std::setprecision(5) << r.train_loss;
     if (test.size() > 0) line << "  test loss " << r.test.loss;
+    if (r.test.mse >= 0) line << "  test mse " << r.test.mse;
     if (r.test.accuracy >= 0)
       line << "  test acc " << std::setprecision(2) << 100 * r.test.accuracy << "%";
     line << "  " << std::setprecision(0) << r.images_per_s << " img/s  " << std::setprecision(1)

@@ -30,6 +30,10 @@ namespace hpmc {
 struct EvalResult {
   double loss = 0;
   double accuracy = -1;  // fraction correct; -1 when the loss is not a classifier's
+  // The mean squared error of the reconstruction, for an autoencoder trained
+  // with another loss (bce, l1, ...), so that runs with different losses
+  // compare in one unit; -1 otherwise (with mse it is `loss`).
+  double mse = -1;
   int samples = 0;
 };
 
