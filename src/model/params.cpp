@@ -34,7 +34,6 @@ void ParamStore::build(const std::vector<LayerPtr>& layers, Device device) {
                         : Shape(1, 1, 1, 1);
   params_ = Tensor::zeros(s, DType::kF32, device);
   grads_ = Tensor::zeros(s, DType::kF32, device);
-  momentum_ = Tensor::zeros(s, DType::kF32, device);
 
   // Bind: entries_ follow the layers' own order, so walk them in step.
   size_t k = 0;
@@ -71,7 +70,6 @@ void ParamStore::init(uint64_t seed) {
     for (size_t i = 0; i < e.count; ++i) h[e.offset + i] = rng.uniform(-bound, bound);
   }
   params_.copy_from(host);
-  momentum_.fill_zero();
   grads_.fill_zero();
 }
 
