@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "cli_runner.h"
@@ -578,6 +579,39 @@ TEST(OptimConfig, ErrorsAreOneLocatedLine) {
     EXPECT_EQ(e.rfind("o.yaml:", 0), 0u) << e;  // located in the file
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
+}
+
+// `hpmc info` lists each type's keys and defaults from optimizer_keys() and
+// schedule_keys(): exactly the keys the reader takes, with the defaults it
+// fills in.
+TEST(OptimConfig, InfoKeysAreWhatTheReaderTakes) {
+  auto emit = [](const YAML::Node& n) {
+    YAML::Emitter e;
+    e << n;
+    return std::string(e.c_str());
+  };
+  auto check = [&](const char* section, const char* type, const std::vector<OptimKey>& keys) {
+    SCOPED_TRACE(str(section, " ", type));
+    std::string all = str("{type: ", type), minimal = all;
+    std::set<std::string> names = {"type"};
+    for (const OptimKey& k : keys) {
+      all += str(", ", k.name, ": ", k.value.empty() ? "5" : k.value);
+      if (k.value.empty()) minimal += str(", ", k.name, ": 5");  // required
+      names.insert(k.name);
+    }
+    const Config a = config_with(str("training: {", section, ": ", all, "}}"));
+    const Config b = config_with(str("training: {", section, ": ", minimal, "}}"));
+    const YAML::Node ra = a.resolved["training"][section], rb = b.resolved["training"][section];
+    EXPECT_EQ(emit(ra), emit(rb));
+    std::set<std::string> resolved;
+    for (auto it = ra.begin(); it != ra.end(); ++it) resolved.insert(it->first.as<std::string>());
+    EXPECT_EQ(resolved, names);
+  };
+  for (const char* const* t = optimizer_types(); *t; ++t) check("optimizer", *t, optimizer_keys(*t));
+  for (const char* const* t = schedule_types(); *t; ++t) check("schedule", *t, schedule_keys(*t));
+  auto r = testing::run_hpmc("info");
+  EXPECT_NE(r.out.find("    adamw: lr=0.001, betas=[0.9, 0.999]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    cosine: warmup_steps=0"), std::string::npos) << r.out;
 }
 
 TEST(OptimConfig, LrFlagSetsTheOptimizersLr) {

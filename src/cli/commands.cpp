@@ -8,6 +8,7 @@
 #include "core/sgemm.h"
 #include "core/threads.h"
 #include "model/registry.h"
+#include "optim/optim_config.h"
 
 extern "C" char* openblas_get_config(void);
 
@@ -54,6 +55,18 @@ void cmd_info(std::ostream& out) {
   for (const auto& kv : LayerRegistry::builtin().types())
     out << "    " << kv.first << ": " << kv.second.keys << "\n";
   out << "  losses       : mse, softmax_cross_entropy\n";
+  out << "  optimizers   : (training.optimizer: {type: ..., key: value, ...})\n";
+  auto keys = [&](const char* type, const std::vector<OptimKey>& ks) {
+    out << "    " << type << ":";
+    for (size_t i = 0; i < ks.size(); ++i)
+      out << (i ? ", " : " ") << ks[i].name << "=" << (ks[i].value.empty() ? "?" : ks[i].value)
+          << (ks[i].note.empty() ? "" : " (" + ks[i].note + ")");
+    out << "\n";
+  };
+  for (const char* const* t = optimizer_types(); *t; ++t) keys(*t, optimizer_keys(*t));
+  out << "  schedules    : (training.schedule: {type: ..., key: value, ...}; per optimizer step)\n";
+  for (const char* const* t = schedule_types(); *t; ++t) keys(*t, schedule_keys(*t));
+  out << "  clipping     : training.clip_grad_norm (0: off), by the global L2 norm\n";
 }
 
 }  // namespace hpmc

@@ -99,6 +99,31 @@ void read_schedule_map(MapReader& s, ScheduleConfig& sc) {
 const char* const* optimizer_types() { return kOptimizers; }
 const char* const* schedule_types() { return kSchedules; }
 
+std::vector<OptimKey> optimizer_keys(const std::string& type) {
+  if (type == "sgd")
+    return {{"lr", "0.01", ""},
+            {"momentum", "0", "dampening 0"},
+            {"nesterov", "false", "needs momentum > 0"},
+            {"weight_decay", "0", "L2, added to the gradient"}};
+  return {{"lr", "0.001", ""},
+          {"betas", "[0.9, 0.999]", "each in [0, 1)"},
+          {"eps", "1e-08", "> 0"},
+          {"weight_decay", type == "adamw" ? "0.01" : "0",
+           type == "adamw" ? "decoupled: p = p·(1 − lr·wd)" : "L2, added to the gradient"}};
+}
+
+std::vector<OptimKey> schedule_keys(const std::string& type) {
+  std::vector<OptimKey> k = {{"warmup_steps", "0", "linear warm-up over the first steps"}};
+  if (type == "step") {
+    k.push_back({"step_size", "", "steps between decays, required"});
+    k.push_back({"gamma", "0.1", "the decay factor"});
+  } else if (type == "cosine") {
+    k.push_back({"min_lr", "0", "the floor"});
+    k.push_back({"total_steps", "0", "0: the run's epochs x steps per epoch"});
+  }
+  return k;
+}
+
 void redirect_lr_override(YAML::Node root, ConfigSource& src) {
   auto it = src.overrides.find("training.lr");
   if (it == src.overrides.end() || !root.IsMap()) return;

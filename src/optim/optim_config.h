@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -67,6 +68,14 @@ struct ScheduleConfig {
 // The optimizer types and schedule types, for `hpmc info` and messages.
 const char* const* optimizer_types();  // null-terminated
 const char* const* schedule_types();
+// The keys of one type (besides `type`) with their defaults as YAML ("" for
+// a required key) and a note, for `hpmc info`; a test checks them against
+// what the reader accepts and fills in.
+struct OptimKey {
+  std::string name, value, note;
+};
+std::vector<OptimKey> optimizer_keys(const std::string& type);
+std::vector<OptimKey> schedule_keys(const std::string& type);
 
 // A command-line --lr (an override of training.lr) in a config that has
 // training.optimizer: moved to training.optimizer.lr before reading, its
