@@ -36,7 +36,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "model/registry.h"
-#include "model/sgd.h"
+#include "optim/optimizer.h"
 #include "testing.h"
 
 namespace hpmc {
@@ -462,9 +462,11 @@ std::vector<double> train(const char* yaml, Impl impl) {
   Tensor x = gpu ? to_gpu(images(n)) : images(n);
   Tensor acc = make_acc();
   if (gpu) acc = to_gpu(acc);
-  SgdConfig sgd;
-  sgd.lr = 0.1f;
-  sgd.momentum = 0.9f;
+  OptimizerConfig sgd;
+  sgd.type = "sgd";
+  sgd.lr = 0.1;
+  sgd.momentum = 0.9;
+  std::unique_ptr<Optimizer> opt = make_optimizer(sgd, m->params());
   std::vector<double> losses;
   for (int step = 0; step < kSteps; ++step) {
     m->set_mode(true, step);
@@ -475,7 +477,7 @@ std::vector<double> train(const char* yaml, Impl impl) {
     dpred.set_batch(n);
     m->loss().compute(pred, x, &dpred, acc);
     m->backward(x, dpred);
-    sgd_step(m->params(), sgd);
+    opt->step(sgd.lr);
     m->loss().check_status();
     const Tensor a = gpu ? to_cpu(acc) : acc;
     losses.push_back(a.data<double>()[0] / n);

@@ -15,7 +15,6 @@
 #include "layers/cpu/upsample2d.h"
 #include "model/model.h"
 #include "model/registry.h"
-#include "model/sgd.h"
 #include "model/trainer.h"
 #include "testing.h"
 
@@ -120,7 +119,6 @@ TEST(Model, ParamStoreIsOneAlignedBufferInLayerOrder) {
   }
   EXPECT_LE(end, m->params().padded());
   EXPECT_EQ(m->params().grads().numel(), m->params().params().numel());
-  EXPECT_EQ(m->params().momentum().numel(), m->params().params().numel());
 }
 
 TEST(Model, InitIsKaimingUniformAndDeterministic) {
@@ -489,28 +487,6 @@ TEST(LayerFold, AnUnfoldedLayerRejectsTheLowResolutionInput) {
                 .find("'conv': input has shape (2, 8, 7, 7), expected (2, 8, 14, 14)"),
             std::string::npos);
   EXPECT_NO_THROW(conv.forward(hi, y));
-}
-
-TEST(Sgd, MatchesPyTorchSemantics) {
-  // One parameter: p=1, grad 0.5 each step, lr 0.1, momentum 0.9, wd 0.01.
-  // PyTorch: g = grad + wd*p; buf = momentum*buf + g (buf = g on step 1); p -= lr*buf.
-  auto m = build(kMlp, kMnist);
-  ParamStore& ps = m->params();
-  float* p = ps.params().data<float>();
-  float* g = ps.grads().data<float>();
-  p[0] = 1.0f;
-  SgdConfig cfg{0.1f, 0.9f, 0.01f};
-  g[0] = 0.5f;
-  sgd_step(ps, cfg);
-  EXPECT_NEAR(p[0], 0.949, 1e-6);
-  g[0] = 0.5f;
-  sgd_step(ps, cfg);
-  EXPECT_NEAR(p[0], 0.852151, 1e-6);
-  // Without momentum: plain p -= lr * (grad + wd*p).
-  p[0] = 1.0f;
-  g[0] = 0.5f;
-  sgd_step(ps, SgdConfig{0.1f, 0.0f, 0.0f});
-  EXPECT_NEAR(p[0], 0.95, 1e-7);
 }
 
 }  // namespace
