@@ -430,7 +430,9 @@ TEST_P(ConvTranspose2dSweep, FloatOpsMatchReference) {
   EXPECT_LE(max_scaled_error(r.y, ry), tol) << "y";
   EXPECT_LE(max_scaled_error(r.dx, rg.dx), tol) << "dx";
   EXPECT_LE(max_scaled_error(r.dw, rg.dw), tol) << "dw";
-  if (cc.bias) EXPECT_LE(max_scaled_error(r.db, rg.db), tol) << "db";
+  if (cc.bias) {
+    EXPECT_LE(max_scaled_error(r.db, rg.db), tol) << "db";
+  }
 }
 
 using testing::no_bias;

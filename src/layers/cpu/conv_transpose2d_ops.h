@@ -68,7 +68,7 @@ template <typename T>
 void conv_transpose2d_backward_params(const Conv2dShape& eq, const T* x, const T* dy, T* dw,
                                       T* db, Conv2dWorkspace<T>& ws) {
   // In eq's terms the output gradient dy is the input and x the output
-  // gradient: dW[k=c_in][c=o][r][s] = Σ x[n][c_in][p][q] · dy[n][o][p·st−pad+r][q·st−pad+s].
+  // gradient: dw[c][o][r][s] = Σ x[n][c][p][q] · dy[n][o][p·st−pad+r][q·st−pad+s].
   conv2d_backward_params(eq, dy, x, dw, static_cast<T*>(nullptr), ws);
   if (db) conv_transpose2d_backward_bias(eq, dy, db);
 }
