@@ -1,15 +1,20 @@
-// ConvTranspose2D on the CPU (conv_transpose2d_spec.h, cpu/conv_transpose2d_ops.h):
-// the shape rule and the equivalent convolution, config and shape errors,
-// parameter specs, FLOPs and description; hand-computed forward and backward
-// values; golden values from PyTorch float64 (tools/golden/make_conv_transpose.py);
-// finite differences in double for the ops and for the scatter reference of
-// conv_transpose_reference.h; the ops in float against that reference over odd
-// shapes that take both CPU paths (thin kernels and im2col + gemm); the
-// gradient convention and bit-identical repeated runs.
+// ConvTranspose2D on the CPU (conv_transpose2d_spec.h, cpu/conv_transpose2d_ops.h,
+// cpu/conv_transpose2d.h): the shape rule and the equivalent convolution,
+// config and shape errors, parameter specs, FLOPs and description;
+// hand-computed forward and backward values; golden values from PyTorch
+// float64 (tools/golden/make_conv_transpose.py); finite differences in double
+// for the ops and for the scatter reference of conv_transpose_reference.h; the
+// ops in float against that reference over odd shapes that take both CPU paths
+// (thin kernels and im2col + gemm); the gradient convention and bit-identical
+// repeated runs. The layer: built from its keys through the registry, hand
+// values and the gradient convention through it, the ops' results bit for
+// bit, and a tiny autoencoder from YAML (conv2d stride 2 down,
+// conv_transpose2d stride 2 up) whose loss falls as it trains.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,7 +23,13 @@
 #include "core/rng.h"
 #include "golden_conv_transpose.h"
 #include "layers/conv_transpose2d_spec.h"
+#include "layers/cpu/conv_transpose2d.h"
 #include "layers/cpu/conv_transpose2d_ops.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "model/registry.h"
+#include "model/trainer.h"
+#include "synthetic_data.h"
 #include "testing.h"
 
 namespace hpmc {
@@ -500,6 +511,181 @@ TEST(ConvTranspose2dOps, ParamGradsAccumulateDxIsOverwrittenRunsRepeatBitForBit)
                                           static_cast<float*>(nullptr), ws);
     EXPECT_EQ(dw_only, first.dw);
   }
+}
+
+// ---- the layer ------------------------------------------------------------------------
+
+// A layer with its parameters and gradient buffers, bound; gradients start at 0.
+struct LayerFixture {
+  LayerPtr layer;
+  std::vector<float> w, b, gw, gb;
+
+  LayerFixture(LayerPtr l, std::vector<float> weight, std::vector<float> bias)
+      : layer(std::move(l)), w(std::move(weight)), b(std::move(bias)) {
+    gw.assign(w.size(), 0.f);
+    gb.assign(b.size(), 0.f);
+    std::vector<float*> params{w.data()}, grads{gw.data()};
+    if (!b.empty()) {
+      params.push_back(b.data());
+      grads.push_back(gb.data());
+    }
+    layer->bind(params, grads);
+  }
+  LayerFixture(LayerFixture&&) = delete;  // the layer holds pointers into the vectors
+
+  Tensor forward(const Tensor& x) {
+    Tensor y = Tensor::empty(layer->output_shape(x.shape()));
+    layer->forward(x, y);
+    return y;
+  }
+};
+
+Tensor tensor_of(const Shape& s, const std::vector<float>& v) {
+  Tensor t = Tensor::empty(s);
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
+}
+
+std::vector<float> values(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
+
+TEST(ConvTranspose2dLayer, BuiltFromItsKeysThroughTheRegistry) {
+  LayerPtr l = make_layer("conv_transpose2d",
+                          "{out_channels: 4, kernel: 3, stride: 2, padding: 1, output_padding: 1}",
+                          Impl::kCpu, Shape(1, 3, 5, 7), "up1");
+  EXPECT_STREQ(l->type(), "conv_transpose2d");
+  EXPECT_EQ(l->kind(), LayerKind::kConvTranspose2d);
+  EXPECT_STREQ(l->impl(), "cpu");
+  EXPECT_EQ(l->device(), Device::kCPU);
+  EXPECT_EQ(l->name(), "up1");
+  EXPECT_EQ(l->describe(), "3x3 s2 p1 op1");
+  EXPECT_EQ(l->output_shape(Shape(6, 3, 5, 7)), Shape(6, 4, 10, 14));
+  EXPECT_EQ(l->param_count(), size_t(3 * 4 * 9 + 4));
+  const auto specs = l->param_specs();
+  ASSERT_EQ(specs.size(), 2u);
+  EXPECT_EQ(specs[0].dims, (std::vector<int>{3, 4, 3, 3}));
+  EXPECT_EQ(specs[0].fan_in, 4 * 9);
+  EXPECT_EQ(l->forward_flops(Shape(6, 3, 5, 7)), 2.0 * 6 * 3 * 5 * 7 * 4 * 9);
+  EXPECT_GT(l->workspace_bytes(Shape(6, 3, 5, 7)), 0u);
+
+  // Defaults: kernel 3, stride 1, padding 0, output_padding 0, bias.
+  LayerPtr d = make_layer("conv_transpose2d", "{out_channels: 2}", Impl::kCpu, Shape(1, 3, 5, 7));
+  EXPECT_EQ(d->describe(), "3x3 s1 p0");
+  EXPECT_EQ(d->output_shape(Shape(1, 3, 5, 7)), Shape(1, 2, 7, 9));
+  EXPECT_EQ(d->param_specs().size(), 2u);
+  LayerPtr nb = make_layer("conv_transpose2d",
+                           "{out_channels: 2, kernel: 4, stride: 2, bias: false}", Impl::kCpu,
+                           Shape(1, 3, 5, 7));
+  EXPECT_EQ(nb->describe(), "4x4 s2 p0 no-bias");
+  EXPECT_EQ(nb->param_count(), size_t(3 * 2 * 16));
+}
+
+TEST(ConvTranspose2dLayer, BadKeysAreConfigErrors) {
+  const Shape in(1, 3, 5, 7);
+  auto err = [&](const std::string& keys) {
+    return error_of([&] { make_layer("conv_transpose2d", keys, Impl::kCpu, in, "up1"); });
+  };
+  EXPECT_EQ(err("{out_channels: 2, stride: 2, output_padding: 2}"),
+            "conv_transpose2d 'up1': output_padding 2 must be smaller than stride 2 (as in "
+            "PyTorch)");
+  EXPECT_EQ(err("{out_channels: 2, kernel: 2, padding: 2}"),
+            "conv_transpose2d 'up1': padding 2 must be smaller than kernel 2");
+  EXPECT_NE(err("{kernel: 3}").find("out_channels"), std::string::npos) << err("{kernel: 3}");
+  EXPECT_NE(err("{out_channels: 2, output_paddding: 1}").find("output_padding"), std::string::npos)
+      << err("{out_channels: 2, output_paddding: 1}");
+  EXPECT_THROW(make_layer("conv_transpose2d", "{out_channels: 2, output_padding: -1}", Impl::kCpu,
+                          in),
+               ConfigError);
+}
+
+TEST(ConvTranspose2dLayer, HandValuesThroughTheLayer) {
+  // The k3 s2 p1 op1 case of ConvTranspose2dHand, with a bias of 0.5.
+  const ConvTranspose2dConfig cfg{1, 1, 3, 2, 1, 1, true};
+  LayerFixture f(std::make_shared<ConvTranspose2dCPU>("up", cfg), {1, 2, 3, 4, 5, 6, 7, 8, 9},
+                 {0.5f});
+  f.layer->set_input_shape(Shape(1, 1, 2, 2));
+  const std::vector<float> expected = {5.5f,  14.5f, 10.5f, 12.5f, 14.5f, 36.5f, 24.5f, 30.5f,
+                                       15.5f, 34.5f, 20.5f, 24.5f, 24.5f, 55.5f, 32.5f, 36.5f};
+  EXPECT_EQ(values(f.forward(tensor_of(Shape(1, 1, 2, 2), {1, 2, 3, 4}))), expected);
+
+  // The backward of ConvTranspose2dHand.BackwardStride2Kernel2 through the layer.
+  const ConvTranspose2dConfig cfg2{1, 1, 2, 2, 0, 0, true};
+  LayerFixture g(std::make_shared<ConvTranspose2dCPU>("up", cfg2), {1, 2, 3, 4}, {0.5f});
+  g.layer->set_input_shape(Shape(1, 1, 2, 2));
+  const Tensor x = tensor_of(Shape(1, 1, 2, 2), {1, 2, 3, 4});
+  const Tensor y = g.forward(x);
+  std::vector<float> ramp(16);
+  for (int i = 0; i < 16; ++i) ramp[i] = float(i);
+  Tensor dx = tensor_of(x.shape(), {7, 7, 7, 7});  // overwritten
+  g.layer->backward(x, y, tensor_of(y.shape(), ramp), &dx);
+  EXPECT_EQ(values(dx), (std::vector<float>{34, 54, 114, 134}));
+  EXPECT_EQ(g.gw, (std::vector<float>{68, 78, 108, 118}));
+  EXPECT_EQ(g.gb, (std::vector<float>{120}));
+  // Parameter gradients accumulate; dx is overwritten; a null dx still gives them.
+  g.layer->backward(x, y, tensor_of(y.shape(), ramp), nullptr);
+  EXPECT_EQ(g.gw, (std::vector<float>{136, 156, 216, 236}));
+  EXPECT_EQ(g.gb, (std::vector<float>{240}));
+}
+
+TEST(ConvTranspose2dLayer, MatchesTheOpsBitForBit) {
+  for (const CtCase& cc : {CtCase{3, 5, 7, 5, 3, 4, 2, 1, 0}, CtCase{2, 20, 3, 5, 4, 3, 3, 1, 2},
+                           no_bias(CtCase{1, 3, 5, 7, 1, 5, 2, 2, 1})}) {
+    SCOPED_TRACE(cc.name());
+    Rng rng(123);
+    std::vector<float> x(cc.x_count()), w(cc.w_count()), b(cc.bias ? size_t(cc.out) : 0),
+        dy(cc.y_count());
+    for (auto* v : {&x, &w, &b, &dy})
+      for (auto& e : *v) e = rng.uniform(-1.f, 1.f);
+    const auto ops = run_ops(cc, x, w, b, dy);
+    LayerFixture f(std::make_shared<ConvTranspose2dCPU>("up", cc.config()), w, b);
+    f.layer->set_input_shape(cc.in_shape().with_batch(1));
+    const Tensor xt = tensor_of(cc.in_shape(), x);
+    const Tensor y = f.forward(xt);
+    Tensor dx = Tensor::empty(xt.shape());
+    f.layer->backward(xt, y, tensor_of(y.shape(), dy), &dx);
+    EXPECT_EQ(values(y), ops.y);
+    EXPECT_EQ(values(dx), ops.dx);
+    EXPECT_EQ(f.gw, ops.dw);
+    EXPECT_EQ(f.gb, ops.db);
+  }
+}
+
+// conv2d stride 2 halves 28x28 to 14x14, conv_transpose2d stride 2 (k 3, p 1,
+// op 1) brings it back to 28x28: the smallest autoencoder with a learned
+// upsampling.
+const char* kTinyAe = R"(name: ct_ae
+data: {format: mnist}
+model:
+  loss: mse
+  features: down
+  layers:
+    - {name: down, type: conv2d, out_channels: 8, kernel: 3, stride: 2, padding: 1}
+    - {name: relu1, type: relu}
+    - {name: up, type: conv_transpose2d, out_channels: 1, kernel: 3, stride: 2, padding: 1,
+       output_padding: 1}
+training: {epochs: 4, batch_size: 16, lr: 0.05, momentum: 0.9, seed: 2}
+)";
+
+TEST(ConvTranspose2dModel, TinyAutoencoderFromYamlTrainsWithAFallingLoss) {
+  const Config cfg = parse_config(kTinyAe, "ct_ae.yaml");
+  auto model = Model::build(cfg, Impl::kCpu, Shape(1, 1, 28, 28), 10);
+  ASSERT_EQ(model->layers().size(), 3u);
+  EXPECT_EQ(model->layers()[2]->kind(), LayerKind::kConvTranspose2d);
+  EXPECT_EQ(model->layers()[0]->output_shape(Shape(1, 1, 28, 28)), Shape(1, 8, 14, 14));
+  EXPECT_EQ(model->layers()[2]->output_shape(Shape(1, 8, 14, 14)), Shape(1, 1, 28, 28));
+  model->params().init(cfg.training.seed);
+
+  const Dataset tr = testing::synthetic_blobs(512, 3), te = testing::synthetic_blobs(128, 4);
+  const EvalResult before = evaluate(*model, te, 32);
+  Trainer t(*model, cfg.training);
+  t.set_progress(Trainer::Progress::kQuiet);
+  std::ostringstream log;
+  const auto epochs = t.fit(tr, te, log);
+  ASSERT_EQ(epochs.size(), 4u);
+  for (size_t e = 1; e < epochs.size(); ++e)
+    EXPECT_LT(epochs[e].train_loss, epochs[e - 1].train_loss) << "epoch " << e + 1;
+  EXPECT_LT(epochs.back().test.loss, 0.5 * before.loss) << "before " << before.loss;
 }
 
 }  // namespace

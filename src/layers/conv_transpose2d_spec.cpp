@@ -1,5 +1,5 @@
-// conv_transpose2d_spec.cpp — the device-neutral ConvTranspose2D rules of
-// conv_transpose2d_spec.h.
+// conv_transpose2d_spec.cpp — the device-neutral ConvTranspose2D rules and
+// schema of conv_transpose2d_spec.h.
 #include "layers/conv_transpose2d_spec.h"
 
 #include "core/error.h"
@@ -119,5 +119,42 @@ std::string conv_transpose2d_describe(const ConvTranspose2dConfig& cfg) {
   if (cfg.output_padding) d += str(" op", cfg.output_padding);
   return cfg.bias ? d : d + " no-bias";
 }
+
+const LayerSchema& ConvTranspose2dSpec::static_schema() {
+  static const LayerSchema s{
+      LayerKind::kConvTranspose2d,
+      "conv_transpose2d",
+      "2-d transposed convolution (nn.ConvTranspose2d), square kernel: C×H×W → "
+      "out_channels×H_out×W_out, H_out = (H − 1)·stride − 2·padding + kernel + "
+      "output_padding; weight [in, out, k, k]",
+      {int_key("out_channels", "", 1, 1 << 16, "output channels"),
+       int_key("kernel", "3", 1, 1024, "kernel size (k×k)"),
+       int_key("stride", "1", 1, 1024, "stride on both axes (the upsampling factor)"),
+       int_key("padding", "0", 0, 1024,
+               "rows and columns cropped from every side of the output (less than kernel)"),
+       int_key("output_padding", "0", 0, 1023,
+               "rows and columns added at the bottom and right of the output (less than stride)"),
+       bool_key("bias", "true", "learn a bias per output channel")}};
+  return s;
+}
+
+ConvTranspose2dConfig ConvTranspose2dSpec::config_from(const LayerArgs& a) {
+  ConvTranspose2dConfig c;
+  c.in_channels = a.in.c;
+  c.out_channels = a.i("out_channels");
+  c.kernel = a.i("kernel");
+  c.stride = a.i("stride");
+  c.padding = a.i("padding");
+  c.output_padding = a.i("output_padding");
+  c.bias = a.b("bias");
+  return c;
+}
+
+ConvTranspose2dSpec::ConvTranspose2dSpec(std::string name, const ConvTranspose2dConfig& cfg)
+    : Layer(std::move(name)), cfg_(cfg) {
+  conv_transpose2d_check_config(this->name(), cfg_);
+}
+
+HPMC_REGISTER_SPEC(ConvTranspose2d)
 
 }  // namespace hpmc

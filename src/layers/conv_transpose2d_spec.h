@@ -1,7 +1,9 @@
-// conv_transpose2d_spec.h — what every ConvTranspose2D layer (CPU or GPU)
-// must agree on: the config, its validation, the shape rule, the parameter
-// tensors, the FLOP counts and the one-line description. Device-neutral free
-// functions, as conv2d_spec.h is for Conv2D.
+// conv_transpose2d_spec.h — the conv_transpose2d layer type, defined once for
+// every device: its schema (keys), config, validation, shape rule, parameter
+// tensors, FLOPs and one-line description. ConvTranspose2dSpec is the
+// device-neutral layer class; ConvTranspose2dCPU and gpu::ConvTranspose2dGPU
+// derive from it and add only the passes. The rules are also free functions,
+// for the kernels' tests (as in conv2d_spec.h).
 //
 // PyTorch's nn.ConvTranspose2d with a square kernel, the same stride, padding
 // and output_padding on both axes, groups 1 and dilation 1. Layouts: input x
@@ -81,5 +83,39 @@ double conv_transpose2d_backward_flops(const ConvTranspose2dConfig& cfg, const S
 // "4x4 s2 p1", with " op1" for an output_padding and " no-bias" appended
 // when there is no bias.
 std::string conv_transpose2d_describe(const ConvTranspose2dConfig& cfg);
+
+class ConvTranspose2dSpec : public Layer {
+ public:
+  static const LayerSchema& static_schema();
+  // The config the keys give; in_channels from the input shape.
+  static ConvTranspose2dConfig config_from(const LayerArgs& a);
+  // Throws ConfigError for an invalid config (conv_transpose2d_check_config).
+  ConvTranspose2dSpec(std::string name, const ConvTranspose2dConfig& cfg);
+  explicit ConvTranspose2dSpec(const LayerArgs& a) : ConvTranspose2dSpec(a.name, config_from(a)) {}
+
+  const LayerSchema& schema() const override { return static_schema(); }
+  std::string describe() const override { return conv_transpose2d_describe(cfg_); }
+  Shape output_shape(const Shape& in) const override {
+    return conv_transpose2d_output_shape(cfg_, in);
+  }
+  std::vector<ParamSpec> param_specs() const override {
+    return conv_transpose2d_param_specs(cfg_);
+  }
+  double forward_flops(const Shape& in) const override {
+    return conv_transpose2d_forward_flops(cfg_, in);
+  }
+  double backward_flops(const Shape& in, bool input_grad) const override {
+    return conv_transpose2d_backward_flops(cfg_, in, input_grad);
+  }
+
+  const ConvTranspose2dConfig& config() const { return cfg_; }
+  // The equivalent convolution for an input shape (which must be valid).
+  Conv2dShape equivalent_conv(const Shape& in) const {
+    return conv_transpose2d_equivalent_conv(cfg_, in);
+  }
+
+ protected:
+  ConvTranspose2dConfig cfg_;
+};
 
 }  // namespace hpmc

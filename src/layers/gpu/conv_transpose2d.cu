@@ -1,7 +1,7 @@
 // conv_transpose2d.cu — the GPU transposed convolution of conv_transpose2d.h:
 // each family's Conv2D kernels run on the equivalent convolution, plus two
 // kernels of its own for the bias (added per channel in forward, summed per
-// channel in backward).
+// channel in backward); and the layer ConvTranspose2dGPU on top of them.
 #include "layers/gpu/conv_transpose2d.h"
 
 #include <cuda_runtime.h>
@@ -102,5 +102,22 @@ void conv_transpose2d_backward_params(Family family, const Conv2dShape& eq, cons
   }
   if (db) channel_sum(eq, dy, db);
 }
+
+void ConvTranspose2dGPU::forward_impl(const Tensor& x, Tensor& y) {
+  const float* b = cfg_.bias ? param(1) : nullptr;
+  conv_transpose2d_forward(family_, equivalent_conv(x.shape()), x.data<float>(), param(0), b,
+                           y.data<float>());
+}
+
+void ConvTranspose2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& dy,
+                                       Tensor* dx) {
+  const Conv2dShape eq = equivalent_conv(x.shape());
+  float* db = cfg_.bias ? grad(1) : nullptr;
+  conv_transpose2d_backward_params(family_, eq, x.data<float>(), dy.data<float>(), grad(0), db);
+  if (dx)
+    conv_transpose2d_backward_data(family_, eq, dy.data<float>(), param(0), dx->data<float>());
+}
+
+HPMC_REGISTER_GPU(ConvTranspose2d)
 
 }  // namespace hpmc::gpu

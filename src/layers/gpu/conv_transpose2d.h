@@ -1,8 +1,9 @@
 // conv_transpose2d.h — the GPU 2-d transposed convolution (PyTorch's
 // nn.ConvTranspose2d; conv_transpose2d_spec.h states the definition and the
-// shapes) as plain host functions (no CUDA types), on the default stream, for
-// each kernel family of conv2d_kernels.h (family.h: naive, tiled, and the
-// implicit GEMM that --impl im2col names).
+// shapes): the layer gpu::ConvTranspose2dGPU, whose kernel family follows
+// --impl (naive, tiled, or the implicit GEMM that im2col names; family.h) as
+// Conv2dGPU's does, and the host functions it calls, on the default stream,
+// one set per family of conv2d_kernels.h. No CUDA types.
 //
 // Layouts: x N×in×H×W, w [in, out, k, k], b [out], y N×out×H_out×W_out.
 // `eq` is the layer's equivalent convolution for its input
@@ -18,10 +19,38 @@
 // output channels, which are this layer's INPUT channels.
 #pragma once
 
+#include <string>
+
 #include "layers/conv_shape.h"
+#include "layers/conv_transpose2d_spec.h"
 #include "layers/gpu/family.h"
+#include "layers/layer.h"
 
 namespace hpmc::gpu {
+
+// The same layer as ConvTranspose2dCPU (schema, config, shapes and
+// parameters from ConvTranspose2dSpec) running conv_transpose2d_forward,
+// then conv_transpose2d_backward_params into grad(0)/grad(1) and, if dx is
+// requested, conv_transpose2d_backward_data, with its family.
+class ConvTranspose2dGPU : public LayerGPU<ConvTranspose2dSpec> {
+ public:
+  // Throws ConfigError for an invalid config (see conv_transpose2d_check_config).
+  ConvTranspose2dGPU(std::string name, const ConvTranspose2dConfig& cfg, Family family)
+      : LayerGPU(std::move(name), cfg), family_(family) {}
+  // The family that args.impl names.
+  explicit ConvTranspose2dGPU(const LayerArgs& args)
+      : LayerGPU(args), family_(family_of(args.impl, args.name)) {}
+
+  const char* impl() const override { return family_name(family_); }
+  Family family() const { return family_; }
+
+ protected:
+  void forward_impl(const Tensor& x, Tensor& y) override;
+  void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  Family family_;
+};
 
 // y = conv_transpose(x, w) + b; b may be null. Overwrites y.
 void conv_transpose2d_forward(Family family, const Conv2dShape& eq, const float* x,
