@@ -19,6 +19,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/reference.h"
 #include "core/error.h"
 #include "core/threads.h"
 
@@ -131,7 +132,12 @@ int run_main(int argc, char** argv) {
   bench->add_flag("--real-data", bo.real_data,
                   "train on the config's dataset instead of synthetic images");
 
-  app.add_subcommand("info", "show version, build options, CPU features and CUDA devices");
+  CLI::App* info = app.add_subcommand(
+      "info", "show version, build options, CPU features, CUDA devices, layers and losses");
+  bool reference = false;
+  info->add_flag("--reference", reference,
+                 "print only the layer and loss reference, as the Markdown of README.md's "
+                 "\"Layer reference\" section");
 
   try {
     app.parse(argc, argv);
@@ -160,6 +166,8 @@ int run_main(int argc, char** argv) {
   } else if (bench->parsed()) {
     bc.apply(bench, bo);
     cmd_bench(bo, std::cout);
+  } else if (reference) {
+    print_reference_markdown(std::cout);
   } else {
     cmd_info(std::cout);
   }

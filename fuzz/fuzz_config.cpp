@@ -66,11 +66,11 @@ bool within_caps(const Config& cfg, const Shape& sample) {
       MapReader keys(ln.node, ln.path, cfg.source);
       const LayerType* lt = reg.find(keys.require_string("type"));
       if (!lt) return true;
-      LayerContext ctx;
-      ctx.name = keys.get_string("name", "layer");
+      LayerArgs args;
+      args.name = keys.get_string("name", "layer");
       keys.get_choice("impl", "cpu", impl_names());
-      ctx.in = cur;
-      LayerPtr layer = lt->create(keys, ctx);
+      args.in = cur;
+      LayerPtr layer = reg.create(*lt, read_layer_args(*lt->schema, keys, args));
       for (const ParamSpec& p : layer->param_specs()) params += p.count();
       if (params > kMaxParams) return false;
       cur = layer->output_shape(cur);

@@ -43,7 +43,9 @@
 #include "layers/conv_shape.h"
 #include "layers/cpu/conv2d_ops.h"
 #include "layers/cpu/linear_ops.h"
+#include "layers/gpu/conv2d.h"
 #include "layers/gpu/factory.h"
+#include "layers/gpu/linear.h"
 #include "model/impl.h"
 #include "testing.h"
 
@@ -248,7 +250,7 @@ Reference conv_reference(const ConvCase& cc, const ConvData& d) {
 }
 
 GpuLayer make_conv(const ConvCase& cc, Impl impl, const ConvData& d) {
-  return GpuLayer(gpu::make_conv2d("conv", cc.config(), impl), Shape(1, cc.c, cc.h, cc.w), d.w,
+  return GpuLayer(std::make_shared<gpu::Conv2dGPU>("conv", cc.config(), gpu::family_of(impl, "conv")), Shape(1, cc.c, cc.h, cc.w), d.w,
                   d.b);
 }
 
@@ -387,7 +389,7 @@ TEST(GpuConvLayer, MetadataMatchesCpuLayer) {
   const Conv2dConfig cfg{3, 256, 3, 1, 1, true};
   const char* names[] = {"naive", "tiled", "im2col"};
   for (int i = 0; i < 3; ++i) {
-    LayerPtr l = gpu::make_conv2d("enc1", cfg, kFamilies[i]);
+    LayerPtr l = std::make_shared<gpu::Conv2dGPU>("enc1", cfg, gpu::family_of(kFamilies[i], "enc1"));
     EXPECT_STREQ(l->type(), "conv2d");
     EXPECT_STREQ(l->impl(), names[i]);
     EXPECT_EQ(l->device(), Device::kGPU);
@@ -396,7 +398,7 @@ TEST(GpuConvLayer, MetadataMatchesCpuLayer) {
     EXPECT_EQ(l->output_shape(Shape(64, 3, 32, 32)), Shape(64, 256, 32, 32));
     EXPECT_THROW(l->output_shape(Shape(1, 1, 28, 28)), ShapeError);
   }
-  EXPECT_THROW(gpu::make_conv2d("bad", Conv2dConfig{3, 8, 3, 1, 3, true}, Impl::kTiled),
+  EXPECT_THROW(std::make_shared<gpu::Conv2dGPU>("bad", Conv2dConfig{3, 8, 3, 1, 3, true}, gpu::family_of(Impl::kTiled, "bad")),
                ConfigError);
 }
 
@@ -440,7 +442,7 @@ Reference linear_reference(const LinearCase& lc, const LinearData& d) {
 }
 
 GpuLayer make_fc(const LinearCase& lc, Impl impl, const LinearData& d) {
-  return GpuLayer(gpu::make_linear("fc", lc.config(), impl), Shape(1, lc.in, 1, 1), d.w, d.b);
+  return GpuLayer(std::make_shared<gpu::LinearGPU>("fc", lc.config(), gpu::family_of(impl, "fc")), Shape(1, lc.in, 1, 1), d.w, d.b);
 }
 
 Results run_linear(const LinearCase& lc, Impl impl, const LinearData& d) {
@@ -535,7 +537,7 @@ TEST(GpuConvLinearLayer, MetadataMatchesCpuLayer) {
   HPMC_REQUIRE_GPU();
   const char* names[] = {"naive", "tiled", "im2col"};
   for (int i = 0; i < 3; ++i) {
-    LayerPtr l = gpu::make_linear("fc1", LinearConfig{784, 128, true}, kFamilies[i]);
+    LayerPtr l = std::make_shared<gpu::LinearGPU>("fc1", LinearConfig{784, 128, true}, gpu::family_of(kFamilies[i], "fc1"));
     EXPECT_STREQ(l->type(), "linear");
     EXPECT_STREQ(l->impl(), names[i]);
     EXPECT_EQ(l->device(), Device::kGPU);
@@ -544,7 +546,7 @@ TEST(GpuConvLinearLayer, MetadataMatchesCpuLayer) {
     EXPECT_EQ(l->output_shape(Shape(64, 784, 1, 1)), Shape(64, 128, 1, 1));
     EXPECT_THROW(l->output_shape(Shape(1, 1, 28, 28)), ShapeError);
   }
-  EXPECT_THROW(gpu::make_linear("bad", LinearConfig{0, 3, true}, Impl::kNaive), ConfigError);
+  EXPECT_THROW(std::make_shared<gpu::LinearGPU>("bad", LinearConfig{0, 3, true}, gpu::family_of(Impl::kNaive, "bad")), ConfigError);
 }
 
 // ---- the family GEMMs directly (CUDA builds only: the kernels exist there) ---------------

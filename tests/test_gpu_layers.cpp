@@ -43,6 +43,7 @@
 #include "layers/cpu/softmax_ce_loss.h"
 #include "layers/cpu/upsample2d.h"
 #include "layers/gpu/factory.h"
+#include "model/registry.h"
 #include "model/params.h"
 #include "model/sgd.h"
 #include "testing.h"
@@ -56,6 +57,13 @@ using testing::to_gpu;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // ---- helpers ------------------------------------------------------------------------
+
+// The GPU maxpool2d layer through the registry, as a config would build it.
+LayerPtr gpu_maxpool(const std::string& name, const MaxPool2dConfig& cfg) {
+  return make_layer("maxpool2d",
+                    str("{kernel: ", cfg.kernel, cfg.stride ? str(", stride: ", cfg.stride) : "", "}"),
+                    Impl::kIm2col, Shape(), name);
+}
 
 Tensor filled(const Shape& s, float v) {
   Tensor t = Tensor::empty(s);
@@ -185,7 +193,7 @@ TEST(GpuLayers, ReLUMatchesCpuBitForBit) {
     // Exact zeros of both signs (the kink: dx = 0) among the values.
     for (size_t i = 0; i < x.numel(); i += 7) x.data<float>()[i] = (i % 2) ? 0.0f : -0.0f;
     ReLUCPU cpu("r");
-    LayerPtr gpu = gpu::make_relu("r");
+    LayerPtr gpu = make_layer("relu", "", Impl::kIm2col, Shape(), "r");
     compare_layers(cpu, *gpu, x, rng, "relu " + s.str());
   }
 }
@@ -197,7 +205,7 @@ TEST(GpuLayers, ReLUPassesNaNLikeTheCpu) {
   std::copy(v, v + 5, x.data<float>());
   Tensor dy = filled(x.shape(), 3.f);
   ReLUCPU cpu("r");
-  LayerPtr gpu = gpu::make_relu("r");
+  LayerPtr gpu = make_layer("relu", "", Impl::kIm2col, Shape(), "r");
   cpu.set_input_shape(x.shape());
   gpu->set_input_shape(x.shape());
   const Pass c = run_cpu(cpu, x, dy), g = run_gpu(*gpu, x, dy);
@@ -218,7 +226,7 @@ TEST(GpuLayers, MaxPoolMatchesCpuIncludingOverlapsAndTies) {
       for (bool ties : {false, true}) {
         const Tensor x = ties ? integer_tensor(s, rng) : testing::random_tensor(s, rng);
         MaxPool2dCPU cpu("p", cfg);
-        LayerPtr gpu = gpu::make_maxpool2d("p", cfg);
+        LayerPtr gpu = gpu_maxpool("p", cfg);
         compare_layers(cpu, *gpu, x, rng,
                        str("maxpool k", cfg.kernel, " s", cfg.stride, " ", s.str(),
                            ties ? " ties" : " random"));
@@ -234,7 +242,7 @@ TEST(GpuLayers, MaxPoolAllEqualWindowsRouteToTheFirst) {
   const Tensor x = filled(Shape(2, 3, 7, 5), 0.5f);
   for (const MaxPool2dConfig cfg : {MaxPool2dConfig{3, 1}, MaxPool2dConfig{3, 2}}) {
     MaxPool2dCPU cpu("p", cfg);
-    LayerPtr gpu = gpu::make_maxpool2d("p", cfg);
+    LayerPtr gpu = gpu_maxpool("p", cfg);
     compare_layers(cpu, *gpu, x, rng, str("maxpool constant k3 s", cfg.stride));
   }
 }
@@ -246,7 +254,7 @@ TEST(GpuLayers, MaxPoolNaNPropagatesLikeTheCpu) {
     Tensor x = testing::random_tensor(Shape(2, 3, 7, 5), rng);
     for (size_t i = 3; i < x.numel(); i += 17) x.data<float>()[i] = kNaN;
     MaxPool2dCPU cpu("p", cfg);
-    LayerPtr gpu = gpu::make_maxpool2d("p", cfg);
+    LayerPtr gpu = gpu_maxpool("p", cfg);
     cpu.set_input_shape(x.shape());
     gpu->set_input_shape(x.shape());
     const Tensor dy = testing::random_tensor(cpu.output_shape(x.shape()), rng);
@@ -310,7 +318,7 @@ TEST(GpuLayers, MaxPoolWithFusedReLUBackwardMatchesTheCpuPair) {
         Tensor u = kind == 1 ? integer_tensor(s, rng) : testing::random_tensor(s, rng);
         add_signed_zeros(u, kind == 2);
         MaxPool2dCPU pool("p", cfg);
-        expect_matches_relu_pair(pool, gpu::make_maxpool2d("p", cfg), u, rng,
+        expect_matches_relu_pair(pool, gpu_maxpool("p", cfg), u, rng,
                                  str("maxpool k", cfg.kernel, " s", cfg.stride, " ", s.str(),
                                      " kind ", kind, " with fused relu"));
       }
@@ -326,7 +334,7 @@ TEST(GpuLayers, UpSampleMatchesCpuForScales1To3) {
     for (const Shape& s : layer_shapes()) {
       const Tensor x = testing::random_tensor(s, rng);
       UpSample2dCPU cpu("u", scale);
-      LayerPtr gpu = gpu::make_upsample2d("u", scale);
+      LayerPtr gpu = make_layer("upsample2d", str("{scale: ", scale, "}"), Impl::kIm2col, Shape(), "u");
       compare_layers(cpu, *gpu, x, rng, str("upsample x", scale, " ", s.str()));
     }
 }
@@ -374,7 +382,7 @@ TEST(GpuLayers, VectorKernelsMatchCpuBitForBit) {
       Tensor x = testing::random_tensor(s, rng);
       for (size_t i = 0; i < x.numel(); i += 7) x.data<float>()[i] = (i % 2) ? 0.0f : -0.0f;
       ReLUCPU cpu("r");
-      LayerPtr gpu = gpu::make_relu("r");
+      LayerPtr gpu = make_layer("relu", "", Impl::kIm2col, Shape(), "r");
       compare_with_dy(cpu, *gpu, x, dy_with_signed_zeros(s, rng), "relu " + s.str());
     }
     for (const MaxPool2dConfig& cfg :
@@ -386,7 +394,7 @@ TEST(GpuLayers, VectorKernelsMatchCpuBitForBit) {
         if (kind == 2)
           for (size_t i = 3; i < x.numel(); i += 11) x.data<float>()[i] = kNaN;
         MaxPool2dCPU cpu("p", cfg);
-        LayerPtr gpu = gpu::make_maxpool2d("p", cfg);
+        LayerPtr gpu = gpu_maxpool("p", cfg);
         const Shape out = cpu.output_shape(s);
         const std::string what = str("maxpool k", cfg.kernel, " s", cfg.stride, " ", s.str(),
                                      kind == 0 ? " random" : kind == 1 ? " ties" : " NaN");
@@ -407,7 +415,7 @@ TEST(GpuLayers, VectorKernelsMatchCpuBitForBit) {
     for (int scale : {2, 3}) {
       const Tensor x = testing::random_tensor(s, rng);
       UpSample2dCPU cpu("u", scale);
-      LayerPtr gpu = gpu::make_upsample2d("u", scale);
+      LayerPtr gpu = make_layer("upsample2d", str("{scale: ", scale, "}"), Impl::kIm2col, Shape(), "u");
       compare_with_dy(cpu, *gpu, x,
                       dy_with_signed_zeros(cpu.output_shape(s), rng),
                       str("upsample x", scale, " ", s.str()));
@@ -430,7 +438,7 @@ TEST(GpuLayers, UpSampleWithFusedReLUBackwardMatchesTheCpuPair) {
         Tensor u = testing::random_tensor(s, rng);
         add_signed_zeros(u, with_nan);
         UpSample2dCPU up("u", scale);
-        expect_matches_relu_pair(up, gpu::make_upsample2d("u", scale), u, rng,
+        expect_matches_relu_pair(up, make_layer("upsample2d", str("{scale: ", scale, "}"), Impl::kIm2col, Shape(), "u"), u, rng,
                                  str("upsample x", scale, " ", s.str(), with_nan ? " NaN" : "",
                                      " with fused relu"));
       }
@@ -444,7 +452,7 @@ TEST(GpuLayers, FlattenIsABitExactCopy) {
   for (const Shape& s : layer_shapes()) {
     const Tensor x = testing::random_tensor(s, rng);
     FlattenCPU cpu("f");
-    LayerPtr gpu = gpu::make_flatten("f");
+    LayerPtr gpu = make_layer("flatten", "", Impl::kIm2col, Shape(), "f");
     EXPECT_TRUE(gpu->output_shape(s) == Shape(s.n, int(s.per_sample()), 1, 1));
     compare_layers(cpu, *gpu, x, rng, "flatten " + s.str());
   }
@@ -455,13 +463,13 @@ TEST(GpuLayers, FlattenIsABitExactCopy) {
 TEST(GpuLayers, NamesShapesAndErrorsMatchTheCpuLayers) {
   HPMC_REQUIRE_GPU();
   const std::vector<std::pair<LayerPtr, LayerPtr>> pairs = {
-      {std::make_shared<ReLUCPU>("a"), gpu::make_relu("a")},
+      {std::make_shared<ReLUCPU>("a"), make_layer("relu", "", Impl::kIm2col, Shape(), "a")},
       {std::make_shared<MaxPool2dCPU>("a", MaxPool2dConfig{3, 2}),
-       gpu::make_maxpool2d("a", MaxPool2dConfig{3, 2})},
+       make_layer("maxpool2d", "{kernel: 3, stride: 2}", Impl::kIm2col, Shape(), "a")},
       {std::make_shared<MaxPool2dCPU>("a", MaxPool2dConfig{2, 0}),
-       gpu::make_maxpool2d("a", MaxPool2dConfig{2, 0})},
-      {std::make_shared<UpSample2dCPU>("a", 3), gpu::make_upsample2d("a", 3)},
-      {std::make_shared<FlattenCPU>("a"), gpu::make_flatten("a")},
+       make_layer("maxpool2d", "{kernel: 2}", Impl::kIm2col, Shape(), "a")},
+      {std::make_shared<UpSample2dCPU>("a", 3), make_layer("upsample2d", str("{scale: ", 3, "}"), Impl::kIm2col, Shape(), "a")},
+      {std::make_shared<FlattenCPU>("a"), make_layer("flatten", "", Impl::kIm2col, Shape(), "a")},
   };
   for (const auto& [cpu, gpu] : pairs) {
     EXPECT_EQ(gpu->device(), Device::kGPU);
@@ -474,7 +482,7 @@ TEST(GpuLayers, NamesShapesAndErrorsMatchTheCpuLayers) {
   }
   // The same ShapeError, word for word.
   MaxPool2dCPU cpu_pool("p", MaxPool2dConfig{3, 1});
-  LayerPtr gpu_pool = gpu::make_maxpool2d("p", MaxPool2dConfig{3, 1});
+  LayerPtr gpu_pool = make_layer("maxpool2d", "{kernel: 3, stride: 1}", Impl::kIm2col, Shape(), "p");
   std::string cpu_msg, gpu_msg;
   try {
     cpu_pool.output_shape(Shape(1, 4, 2, 5));
@@ -489,11 +497,11 @@ TEST(GpuLayers, NamesShapesAndErrorsMatchTheCpuLayers) {
   EXPECT_FALSE(gpu_msg.empty());
   EXPECT_EQ(gpu_msg, cpu_msg);
   // The same ConfigErrors.
-  EXPECT_THROW(gpu::make_maxpool2d("p", MaxPool2dConfig{0, 0}), ConfigError);
-  EXPECT_THROW(gpu::make_maxpool2d("p", MaxPool2dConfig{2, -1}), ConfigError);
-  EXPECT_THROW(gpu::make_upsample2d("u", 0), ConfigError);
+  EXPECT_THROW(make_layer("maxpool2d", "{kernel: 0}", Impl::kIm2col, Shape(), "p"), ConfigError);
+  EXPECT_THROW(make_layer("maxpool2d", "{kernel: 2, stride: -1}", Impl::kIm2col, Shape(), "p"), ConfigError);
+  EXPECT_THROW(make_layer("upsample2d", str("{scale: ", 0, "}"), Impl::kIm2col, Shape(), "u"), ConfigError);
   // A CPU tensor handed to a GPU layer is refused, not silently used.
-  LayerPtr relu = gpu::make_relu("r");
+  LayerPtr relu = make_layer("relu", "", Impl::kIm2col, Shape(), "r");
   relu->set_input_shape(Shape(1, 1, 2, 2));
   Tensor host_x = Tensor::zeros(Shape(1, 1, 2, 2));
   Tensor gpu_y = gpu_nan(Shape(1, 1, 2, 2));
@@ -505,11 +513,11 @@ TEST(GpuLayers, NullDxIsSkippedAndASmallerBatchWorks) {
   Rng rng(505);
   const Shape built(64, 3, 13, 11);
   std::vector<std::pair<LayerPtr, LayerPtr>> pairs = {
-      {std::make_shared<ReLUCPU>("a"), gpu::make_relu("a")},
+      {std::make_shared<ReLUCPU>("a"), make_layer("relu", "", Impl::kIm2col, Shape(), "a")},
       {std::make_shared<MaxPool2dCPU>("a", MaxPool2dConfig{3, 1}),
-       gpu::make_maxpool2d("a", MaxPool2dConfig{3, 1})},
-      {std::make_shared<UpSample2dCPU>("a", 2), gpu::make_upsample2d("a", 2)},
-      {std::make_shared<FlattenCPU>("a"), gpu::make_flatten("a")},
+       make_layer("maxpool2d", "{kernel: 3, stride: 1}", Impl::kIm2col, Shape(), "a")},
+      {std::make_shared<UpSample2dCPU>("a", 2), make_layer("upsample2d", str("{scale: ", 2, "}"), Impl::kIm2col, Shape(), "a")},
+      {std::make_shared<FlattenCPU>("a"), make_layer("flatten", "", Impl::kIm2col, Shape(), "a")},
   };
   for (auto& [cpu, gpu] : pairs) {
     cpu->set_input_shape(built);
@@ -541,8 +549,8 @@ TEST(GpuLayers, TwoRunsAreBitIdentical) {
   HPMC_REQUIRE_GPU();
   Rng rng(606);
   const Tensor x = integer_tensor(Shape(64, 3, 13, 11), rng);
-  LayerPtr pool = gpu::make_maxpool2d("p", MaxPool2dConfig{3, 1});
-  LayerPtr up = gpu::make_upsample2d("u", 3);
+  LayerPtr pool = make_layer("maxpool2d", "{kernel: 3, stride: 1}", Impl::kIm2col, Shape(), "p");
+  LayerPtr up = make_layer("upsample2d", str("{scale: ", 3, "}"), Impl::kIm2col, Shape(), "u");
   for (LayerPtr layer : {pool, up}) {
     layer->set_input_shape(x.shape());
     const Tensor dy = testing::random_tensor(layer->output_shape(x.shape()), rng);
@@ -608,7 +616,7 @@ TEST(GpuLayersLoss, MseMatchesCpu) {
   for (const Shape& s : mse_shapes()) {
     const Tensor pred = testing::random_tensor(s, rng), target = testing::random_tensor(s, rng, 0, 1);
     MseLossCPU cpu;
-    LossPtr gpu = gpu::make_mse_loss();
+    LossPtr gpu = make_loss("mse", Impl::kIm2col);
     EXPECT_STREQ(gpu->type(), "mse");
     EXPECT_EQ(gpu->device(), Device::kGPU);
     EXPECT_FALSE(gpu->is_classifier());
@@ -627,7 +635,7 @@ TEST(GpuLayersLoss, MseAccumulatesAndNullGradientIsSkipped) {
   const Shape s(7, 3, 5, 5);
   const Tensor pred = testing::random_tensor(s, rng), target = testing::random_tensor(s, rng);
   MseLossCPU cpu;
-  LossPtr gpu = gpu::make_mse_loss();
+  LossPtr gpu = make_loss("mse", Impl::kIm2col);
   Tensor cacc = acc_host(0.25, 7);
   cpu.compute(pred, target, nullptr, cacc);
   cpu.compute(pred, target, nullptr, cacc);
@@ -648,7 +656,7 @@ TEST(GpuLayersLoss, MseNaNGivesNaNLoss) {
   HPMC_REQUIRE_GPU();
   Tensor pred = filled(Shape(2, 1, 3, 3), 0.5f), target = filled(Shape(2, 1, 3, 3), 0.25f);
   pred.data<float>()[11] = kNaN;
-  LossPtr gpu = gpu::make_mse_loss();
+  LossPtr gpu = make_loss("mse", Impl::kIm2col);
   const LossOut g = run_loss_gpu(*gpu, pred, target, acc_host());
   EXPECT_TRUE(std::isnan(g.acc.data<double>()[0]));
 }
@@ -670,7 +678,7 @@ TEST(GpuLayersLoss, SoftmaxCeMatchesCpu) {
     for (int i = 0; i < cs.n; i += 2)
       pred.data<float>()[size_t(i) * cs.k + size_t(labels.data<int32_t>()[i])] = 2 * cs.scale;
     SoftmaxCrossEntropyCPU cpu;
-    LossPtr gpu = gpu::make_softmax_ce_loss();
+    LossPtr gpu = make_loss("softmax_cross_entropy", Impl::kIm2col);
     EXPECT_STREQ(gpu->type(), "softmax_cross_entropy");
     EXPECT_TRUE(gpu->is_classifier());
     EXPECT_EQ(gpu->target_dtype(), DType::kI32);
@@ -696,7 +704,7 @@ TEST(GpuLayersLoss, SoftmaxCeAccumulatesAndCountsFirstMaxOnTies) {
   std::copy(v, v + 20, pred.data<float>());
   const Tensor labels = labels_of({1, 1, 2, 0, 2});
   SoftmaxCrossEntropyCPU cpu;
-  LossPtr gpu = gpu::make_softmax_ce_loss();
+  LossPtr gpu = make_loss("softmax_cross_entropy", Impl::kIm2col);
   Tensor cacc = acc_host(1.5, 4);
   cpu.compute(pred, labels, nullptr, cacc);
   cpu.compute(pred, labels, nullptr, cacc);
@@ -712,7 +720,7 @@ TEST(GpuLayersLoss, SoftmaxCeAccumulatesAndCountsFirstMaxOnTies) {
 TEST(GpuLayersLoss, SoftmaxCeBadLabelPoisonsTheLossAndIsReportedByCheckStatus) {
   HPMC_REQUIRE_GPU();
   const Tensor pred = Tensor::zeros(Shape(3, 4, 1, 1));
-  LossPtr gpu = gpu::make_softmax_ce_loss();
+  LossPtr gpu = make_loss("softmax_cross_entropy", Impl::kIm2col);
   Tensor p = to_gpu(pred), acc = to_gpu(acc_host());
   Tensor d = gpu_nan(pred.shape());
   // The bad call itself does not throw (no host sync), but its loss is NaN,
@@ -763,7 +771,7 @@ TEST(GpuLayersLoss, SoftmaxCeNaNGivesNaNLossNotACrash) {
   for (int32_t label : {0, 1}) {
     const Tensor labels = labels_of({label, label});
     SoftmaxCrossEntropyCPU cpu;
-    LossPtr gpu = gpu::make_softmax_ce_loss();
+    LossPtr gpu = make_loss("softmax_cross_entropy", Impl::kIm2col);
     const LossOut c = run_loss_cpu(cpu, pred, labels, acc_host());
     const LossOut g = run_loss_gpu(*gpu, pred, labels, acc_host());
     EXPECT_TRUE(std::isnan(g.acc.data<double>()[0]));
@@ -773,7 +781,7 @@ TEST(GpuLayersLoss, SoftmaxCeNaNGivesNaNLossNotACrash) {
 
 TEST(GpuLayersLoss, BadArgumentsThrow) {
   HPMC_REQUIRE_GPU();
-  LossPtr mse = gpu::make_mse_loss(), ce = gpu::make_softmax_ce_loss();
+  LossPtr mse = make_loss("mse", Impl::kIm2col), ce = make_loss("softmax_cross_entropy", Impl::kIm2col);
   Tensor acc = to_gpu(acc_host());
   const Tensor host_pred = Tensor::zeros(Shape(2, 3, 1, 1));
   const Tensor pred = to_gpu(host_pred);
@@ -796,7 +804,7 @@ TEST(GpuLayersLoss, TwoRunsAreBitIdentical) {
   {
     const Shape s(64, 3, 13, 11);
     const Tensor pred = testing::random_tensor(s, rng), target = testing::random_tensor(s, rng);
-    LossPtr a = gpu::make_mse_loss(), b = gpu::make_mse_loss();
+    LossPtr a = make_loss("mse", Impl::kIm2col), b = make_loss("mse", Impl::kIm2col);
     const LossOut x = run_loss_gpu(*a, pred, target, acc_host(), 3);
     const LossOut y = run_loss_gpu(*b, pred, target, acc_host(), 3);
     EXPECT_EQ(bits(x.acc.data<double>()[0]), bits(y.acc.data<double>()[0]));
@@ -806,7 +814,7 @@ TEST(GpuLayersLoss, TwoRunsAreBitIdentical) {
     const Shape s(64, 10, 1, 1);
     const Tensor pred = testing::random_tensor(s, rng, -4, 4);
     const Tensor labels = random_labels(64, 10, rng);
-    LossPtr a = gpu::make_softmax_ce_loss();
+    LossPtr a = make_loss("softmax_cross_entropy", Impl::kIm2col);
     const LossOut x = run_loss_gpu(*a, pred, labels, acc_host(), 3);
     const LossOut y = run_loss_gpu(*a, pred, labels, acc_host(), 3);
     EXPECT_EQ(bits(x.acc.data<double>()[0]), bits(y.acc.data<double>()[0]));

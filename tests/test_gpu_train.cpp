@@ -14,6 +14,7 @@
 #include "gpu_testing.h"
 #include "layers/conv2d_spec.h"
 #include "layers/gpu/factory.h"
+#include "model/registry.h"
 #include "model/checkpoint.h"
 #include "model/model.h"
 #include "model/trainer.h"
@@ -289,8 +290,11 @@ TEST(GpuUpsampleFold, ConvAcceptsOnlyWhatTheKernelsTake) {
     SCOPED_TRACE(str(impl_name(t.impl), " ", t.c, "->", t.k, " ", t.kernel, "x", t.kernel, " p",
                      t.pad, " x", t.scale));
     const Conv2dConfig cfg{t.c, t.k, t.kernel, 1, t.pad, true};
-    LayerPtr conv = gpu::make_conv2d("conv", cfg, t.impl);
     const Shape in(32, t.c, 12, 12);
+    LayerPtr conv = make_layer("conv2d",
+                               str("{out_channels: ", t.k, ", kernel: ", t.kernel,
+                                   ", padding: ", t.pad, "}"),
+                               t.impl, in, "conv");
     conv->set_input_shape(in.with_batch(1));
     EXPECT_FALSE(conv->fuse_relu_backward());  // nothing folded yet
     EXPECT_EQ(conv->fold_upsample(t.scale), t.folds);

@@ -10,11 +10,13 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/profiler.h"
+#include "layers/activation_spec.h"
 #include "layers/cpu/conv2d.h"
 #include "layers/cpu/upsample2d.h"
 #include "model/model.h"
 #include "model/registry.h"
 #include "model/sgd.h"
+#include "model/trainer.h"
 #include "testing.h"
 
 namespace hpmc {
@@ -152,8 +154,12 @@ TEST(Model, UnknownLayerTypeListsKnownTypes) {
   std::string e = build_error(text, kMnist);
   EXPECT_NE(e.find("m.yaml:8:"), std::string::npos) << e;
   EXPECT_NE(e.find("unknown layer type 'rellu' (did you mean 'relu'?)"), std::string::npos) << e;
-  EXPECT_NE(e.find("known types: conv2d, flatten, linear, maxpool2d, relu, upsample2d"),
-            std::string::npos) << e;
+  // The list comes from the registry: every registered type, in list order.
+  std::string known;
+  for (const std::string& t : LayerRegistry::builtin().names())
+    known += (known.empty() ? "" : ", ") + t;
+  EXPECT_NE(e.find("known types: " + known), std::string::npos) << e;
+  EXPECT_NE(known.find("conv2d, linear"), std::string::npos) << known;
 }
 
 TEST(Model, UnknownLayerKeySuggests) {
@@ -396,10 +402,9 @@ TEST(Model, CpuModelsFoldNoUpsample) {
 // real CPU layer agrees): a folded layer is called with the upsample's
 // low-resolution input and input gradient and still writes the output of the
 // upsampled input it was built for; anything else is refused.
-class FoldingLayer : public LayerCPU {
+class FoldingLayer : public LayerCPU<ReLUSpec> {
  public:
   using LayerCPU::LayerCPU;
-  const char* type() const override { return "folding"; }
   Shape output_shape(const Shape& in) const override { return Shape(in.n, 1, in.h, in.w); }
   Shape seen;  // the input shape forward_impl / backward_impl got
 
@@ -506,6 +511,42 @@ TEST(Sgd, MatchesPyTorchSemantics) {
   g[0] = 0.5f;
   sgd_step(ps, SgdConfig{0.1f, 0.0f, 0.0f});
   EXPECT_NEAR(p[0], 0.95, 1e-7);
+}
+
+}  // namespace
+}  // namespace hpmc
+
+namespace hpmc {
+namespace {
+
+// LayerMode (layer.h): a built model evaluates; a training step puts every
+// layer in training mode with the trainer's global step and the layer's
+// index as its stream; evaluation puts them back.
+TEST(Model, ModeFollowsTrainingStepsAndEvaluation) {
+  Config c = parse_config(kMlp, "m.yaml", {{"training.seed=77", ""}});
+  auto m = Model::build(c, Impl::kCpu, kMnist, 10);
+  m->params().init(1);
+  for (const LayerPtr& l : m->layers()) EXPECT_FALSE(l->mode().training) << l->name();
+  m->allocate(2);
+  Trainer t(*m, c.training);
+  Tensor x = Tensor::zeros(Shape(2, 1, 28, 28));
+  Tensor y = Tensor::zeros(Shape(2, 1, 1, 1), DType::kI32);
+  Tensor acc = Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64);
+  t.step(x, y, acc);
+  t.step(x, y, acc);
+  for (size_t i = 0; i < m->layers().size(); ++i) {
+    const LayerMode& mode = m->layers()[i]->mode();
+    EXPECT_TRUE(mode.training);
+    EXPECT_EQ(mode.step, 1);  // the second step
+    EXPECT_EQ(mode.seed, 77u);
+    EXPECT_EQ(mode.stream, int(i));
+  }
+  Dataset d;
+  d.images = Tensor::zeros(Shape(3, 1, 28, 28), DType::kU8);
+  d.labels = Tensor::zeros(Shape(3, 1, 1, 1), DType::kI32);
+  d.num_classes = 10;
+  evaluate(*m, d, 2);
+  for (const LayerPtr& l : m->layers()) EXPECT_FALSE(l->mode().training) << l->name();
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "core/sgemm.h"
 #include "core/threads.h"
-#include "model/registry.h"
+#include "cli/reference.h"
 
 extern "C" char* openblas_get_config(void);
 
@@ -50,10 +50,7 @@ void cmd_info(std::ostream& out) {
                                                                 : " (naive, tiled, im2col: no usable GPU)")
                                     : " (naive, tiled, im2col need a CUDA build)")
       << "\n";
-  out << "  layer types  :\n";
-  for (const auto& kv : LayerRegistry::builtin().types())
-    out << "    " << kv.first << ": " << kv.second.keys << "\n";
-  out << "  losses       : mse, softmax_cross_entropy\n";
+  print_reference_text(out, "  ");
 }
 
 }  // namespace hpmc

@@ -86,4 +86,36 @@ std::string conv2d_describe(const Conv2dConfig& cfg) {
   return cfg.bias ? d : d + " no-bias";
 }
 
+const LayerSchema& Conv2dSpec::static_schema() {
+  static const LayerSchema s{
+      LayerKind::kConv2d,
+      "conv2d",
+      "2-d convolution (nn.Conv2d), square kernel, zero padding: C×H×W → out_channels×P×Q, "
+      "P = ⌊(H + 2·padding − kernel)/stride⌋ + 1; weight [out, in, k, k]",
+      {int_key("out_channels", "", 1, 1 << 16, "output channels"),
+       int_key("kernel", "3", 1, 1024, "kernel size (k×k)"),
+       int_key("stride", "1", 1, 1024, "stride on both axes"),
+       int_key("padding", "0", 0, 1024, "zero padding on every side (less than kernel)"),
+       bool_key("bias", "true", "learn a bias per output channel")}};
+  return s;
+}
+
+Conv2dConfig Conv2dSpec::config_from(const LayerArgs& a) {
+  Conv2dConfig c;
+  c.in_channels = a.in.c;
+  c.out_channels = a.i("out_channels");
+  c.kernel = a.i("kernel");
+  c.stride = a.i("stride");
+  c.padding = a.i("padding");
+  c.bias = a.b("bias");
+  return c;
+}
+
+Conv2dSpec::Conv2dSpec(std::string name, const Conv2dConfig& cfg)
+    : Layer(std::move(name)), cfg_(cfg) {
+  conv2d_check_config(this->name(), cfg_);
+}
+
+HPMC_REGISTER_SPEC(Conv2d)
+
 }  // namespace hpmc

@@ -1,7 +1,8 @@
-// conv2d_spec.h — what every Conv2D layer (CPU or GPU) must agree on: the
-// config, its validation, the shape rule, the parameter tensors and the
-// one-line description. Device-neutral free functions, so Conv2dCPU and
-// Conv2dGPU cannot drift apart.
+// conv2d_spec.h — the conv2d layer type, defined once for every device: its
+// schema (keys), config, validation, shape rule, parameter tensors, FLOPs
+// and one-line description. Conv2dSpec is the device-neutral layer class;
+// Conv2dCPU and gpu::Conv2dGPU derive from it and add only the passes. The
+// rules are also free functions, for the kernels' tests.
 //
 // Layouts: input NCHW, weight KCRS ([out, in, kh, kw]), bias [out], output
 // NKPQ (PyTorch's nn.Conv2d with a square kernel, the same stride and zero
@@ -45,5 +46,31 @@ double conv2d_backward_flops(const Conv2dConfig& cfg, const Shape& in, bool inpu
 
 // "3x3 s1 p1", with " no-bias" appended when there is no bias.
 std::string conv2d_describe(const Conv2dConfig& cfg);
+
+class Conv2dSpec : public Layer {
+ public:
+  static const LayerSchema& static_schema();
+  // The config the keys give; in_channels from the input shape.
+  static Conv2dConfig config_from(const LayerArgs& a);
+  // Throws ConfigError for an invalid config (conv2d_check_config).
+  Conv2dSpec(std::string name, const Conv2dConfig& cfg);
+  explicit Conv2dSpec(const LayerArgs& a) : Conv2dSpec(a.name, config_from(a)) {}
+
+  const LayerSchema& schema() const override { return static_schema(); }
+  std::string describe() const override { return conv2d_describe(cfg_); }
+  Shape output_shape(const Shape& in) const override { return conv2d_output_shape(cfg_, in); }
+  std::vector<ParamSpec> param_specs() const override { return conv2d_param_specs(cfg_); }
+  double forward_flops(const Shape& in) const override { return conv2d_forward_flops(cfg_, in); }
+  double backward_flops(const Shape& in, bool input_grad) const override {
+    return conv2d_backward_flops(cfg_, in, input_grad);
+  }
+
+  const Conv2dConfig& config() const { return cfg_; }
+  // The full convolution sizes for an input shape (which must be valid).
+  Conv2dShape conv_shape(const Shape& in) const { return conv2d_shape(cfg_, in); }
+
+ protected:
+  Conv2dConfig cfg_;
+};
 
 }  // namespace hpmc

@@ -39,7 +39,16 @@ void Layer::bind(std::vector<float*> params, std::vector<float*> grads) {
   grads_ = std::move(grads);
 }
 
-bool Layer::bound() const { return params_.size() == param_specs().size(); }
+void Layer::bind_buffers(std::vector<float*> buffers) {
+  size_t n = buffer_specs().size();
+  HPMC_CHECK(buffers.size() == n, "layer '", name_, "' has ", n, " buffers, bind_buffers() got ",
+             buffers.size());
+  buffers_ = std::move(buffers);
+}
+
+bool Layer::bound() const {
+  return params_.size() == param_specs().size() && buffers_.size() == buffer_specs().size();
+}
 
 void Layer::check_tensor(const Tensor& t, const Shape& expect, const char* what) const {
   HPMC_CHECK(t.defined(), "layer '", name_, "': ", what, " is not allocated");
@@ -53,7 +62,7 @@ void Layer::check_tensor(const Tensor& t, const Shape& expect, const char* what)
 
 void Layer::forward(const Tensor& x, Tensor& y) {
   HPMC_CHECK(has_input_shape_, "layer '", name_, "' used before set_input_shape()");
-  HPMC_CHECK(bound(), "layer '", name_, "' used before its parameters were bound");
+  HPMC_CHECK(bound(), "layer '", name_, "' used before its parameters (or buffers) were bound");
   const int n = x.shape().n;
   check_tensor(x, accepted_input_shape().with_batch(n), "input");
   check_tensor(y, output_shape(in_.with_batch(n)), "output");
@@ -63,7 +72,7 @@ void Layer::forward(const Tensor& x, Tensor& y) {
 
 void Layer::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
   HPMC_CHECK(has_input_shape_, "layer '", name_, "' used before set_input_shape()");
-  HPMC_CHECK(bound(), "layer '", name_, "' used before its parameters were bound");
+  HPMC_CHECK(bound(), "layer '", name_, "' used before its parameters (or buffers) were bound");
   const int n = x.shape().n;
   const Shape in = accepted_input_shape().with_batch(n);  // low-resolution when folded
   const Shape out = output_shape(in_.with_batch(n));

@@ -15,6 +15,12 @@
 // when an upsample is folded in, see fold_upsample) and that parameters are
 // bound, then call the device implementation (forward_impl/backward_impl).
 // There is no silent fallback between devices.
+//
+// A layer type is defined once (schema.h, layer_list.h,
+// docs/adding-a-layer.md): a device-neutral spec class derived from Layer
+// (NameSpec: schema, output shape, parameters, FLOPs, describe) and, derived
+// from it through LayerCPU<NameSpec> / LayerGPU<NameSpec>, a CPU and a GPU
+// class that add only forward_impl and backward_impl.
 #pragma once
 
 #include <memory>
@@ -23,23 +29,39 @@
 
 #include "core/shape.h"
 #include "core/tensor.h"
+#include "layers/schema.h"
 
 namespace hpmc {
 
 // How a parameter tensor is initialised. kKaimingUniform is PyTorch's default
-// for Conv2d and Linear weights and biases: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
-enum class Init { kKaimingUniform, kZeros };
+// for Conv2d and Linear weights and biases: U(-1/sqrt(fan_in), 1/sqrt(fan_in));
+// kConstant fills `value` (0 for kZeros).
+enum class Init { kKaimingUniform, kZeros, kConstant };
 
+// A parameter tensor (trained) or a buffer (state the layer keeps but no
+// optimizer touches, such as batch norm's running statistics).
 struct ParamSpec {
   std::string name;       // "weight", "bias"; the model prefixes "<layer>."
   std::vector<int> dims;  // PyTorch layout, e.g. {out, in, kh, kw}
   int fan_in = 1;
   Init init = Init::kKaimingUniform;
+  float value = 0;  // kConstant
   size_t count() const {
     size_t n = 1;
     for (int d : dims) n *= size_t(d);
     return n;
   }
+};
+
+// Whether a forward pass trains (batch statistics, dropout) or evaluates, and
+// the counters from which a layer that draws random numbers (dropout) makes
+// them: a pure function of (seed, stream, step, element), so runs repeat and
+// resume exactly, and CPU and GPU draw the same numbers.
+struct LayerMode {
+  bool training = false;
+  uint64_t seed = 0;  // training.seed
+  int64_t step = 0;   // the global step being trained
+  int stream = 0;     // the layer's index in the model
 };
 
 class Layer {
@@ -50,7 +72,10 @@ class Layer {
   Layer& operator=(const Layer&) = delete;
 
   const std::string& name() const { return name_; }
-  virtual const char* type() const = 0;   // the YAML type, e.g. "conv2d"
+  // The layer type's schema (schema.h); its spec class provides it.
+  virtual const LayerSchema& schema() const = 0;
+  const char* type() const { return schema().type.c_str(); }  // the YAML type, e.g. "conv2d"
+  LayerKind kind() const { return schema().kind; }
   virtual Device device() const = 0;
   // Implementation name for the layer table ("cpu", "naive", ...).
   virtual const char* impl() const = 0;
@@ -62,6 +87,9 @@ class Layer {
   virtual Shape output_shape(const Shape& in) const = 0;
   // Parameter tensors, in the order bind() receives them.
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
+  // Buffers (state that is saved but not trained), in the order
+  // bind_buffers() receives them.
+  virtual std::vector<ParamSpec> buffer_specs() const { return {}; }
 
   // Floating-point operations of one forward / backward call on an input of
   // shape `in` (n included), counted as 2 per multiply-add of the matrix
@@ -84,7 +112,14 @@ class Layer {
   // Point each parameter tensor at its slot in the model's contiguous
   // parameter and gradient buffers (one pointer per param_specs() entry).
   void bind(std::vector<float*> params, std::vector<float*> grads);
+  // Point each buffer at its slot in the model's buffer store.
+  void bind_buffers(std::vector<float*> buffers);
   bool bound() const;
+
+  // Training or evaluation, and the step's random-number counters (the model
+  // sets them for every layer before each pass; the default is evaluation).
+  void set_mode(const LayerMode& m) { mode_ = m; }
+  const LayerMode& mode() const { return mode_; }
 
   void forward(const Tensor& x, Tensor& y);
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
@@ -140,6 +175,7 @@ class Layer {
 
   float* param(size_t i) const { return params_.at(i); }
   float* grad(size_t i) const { return grads_.at(i); }
+  float* buffer(size_t i) const { return buffers_.at(i); }
 
  private:
   void check_tensor(const Tensor& t, const Shape& expect, const char* what) const;
@@ -148,24 +184,28 @@ class Layer {
   Shape in_;
   bool has_input_shape_ = false;
   int fold_ = 1;  // scale of the upsample folded into this layer (1: none)
-  std::vector<float*> params_, grads_;
+  std::vector<float*> params_, grads_, buffers_;
+  LayerMode mode_;
 };
 
-// Base classes that pin the device; a CPU layer derives from LayerCPU, a GPU
-// layer (src/layers/gpu) from LayerGPU.
-class LayerCPU : public Layer {
+// What pins a layer type's spec to a device: a CPU layer derives from
+// LayerCPU<NameSpec>, a GPU layer (src/layers/gpu) from LayerGPU<NameSpec>;
+// both keep the spec's constructors.
+template <class Spec>
+class LayerCPU : public Spec {
  public:
-  using Layer::Layer;
+  using Spec::Spec;
   Device device() const override { return Device::kCPU; }
   const char* impl() const override { return "cpu"; }
 };
 
-class LayerGPU : public Layer {
+template <class Spec>
+class LayerGPU : public Spec {
  public:
-  using Layer::Layer;
+  using Spec::Spec;
   Device device() const override { return Device::kGPU; }
+  // One kernel for every GPU impl; conv2d and linear name their family.
+  const char* impl() const override { return "gpu"; }
 };
-
-using LayerPtr = std::shared_ptr<Layer>;
 
 }  // namespace hpmc

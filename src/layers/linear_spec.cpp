@@ -52,4 +52,30 @@ std::string linear_describe(const LinearConfig& cfg) {
   return cfg.bias ? d : d + " no-bias";
 }
 
+const LayerSchema& LinearSpec::static_schema() {
+  static const LayerSchema s{
+      LayerKind::kLinear,
+      "linear",
+      "fully connected layer (nn.Linear): F → out_features; needs a flat input (add flatten); "
+      "weight [out, in]",
+      {int_key("out_features", "", 1, 1 << 24, "output features"),
+       bool_key("bias", "true", "learn a bias per output feature")}};
+  return s;
+}
+
+LinearConfig LinearSpec::config_from(const LayerArgs& a) {
+  LinearConfig c;
+  c.in_features = a.in.c;
+  c.out_features = a.i("out_features");
+  c.bias = a.b("bias");
+  return c;
+}
+
+LinearSpec::LinearSpec(std::string name, const LinearConfig& cfg)
+    : Layer(std::move(name)), cfg_(cfg) {
+  linear_check_config(this->name(), cfg_);
+}
+
+HPMC_REGISTER_SPEC(Linear)
+
 }  // namespace hpmc

@@ -1,6 +1,7 @@
-// linear_spec.h — what every Linear layer (CPU or GPU) must agree on: the
-// config, its validation, the flat-input shape rule, the parameter tensors
-// and the one-line description, as device-neutral free functions.
+// linear_spec.h — the linear layer type, defined once for every device: its
+// schema, config, validation, flat-input shape rule, parameter tensors, FLOPs
+// and one-line description. LinearSpec is the device-neutral layer class;
+// LinearCPU and gpu::LinearGPU add only the passes.
 //
 // Input: a flat NCHW tensor (N, in_features, 1, 1); weight [out, in]
 // (PyTorch's layout), bias [out], output (N, out_features, 1, 1).
@@ -37,5 +38,28 @@ double linear_backward_flops(const LinearConfig& cfg, const Shape& in, bool inpu
 
 // "784->128", with " no-bias" appended when there is no bias.
 std::string linear_describe(const LinearConfig& cfg);
+
+class LinearSpec : public Layer {
+ public:
+  static const LayerSchema& static_schema();
+  // The config the keys give; in_features from the (flat) input shape.
+  static LinearConfig config_from(const LayerArgs& a);
+  // Throws ConfigError for a non-positive feature count.
+  LinearSpec(std::string name, const LinearConfig& cfg);
+  explicit LinearSpec(const LayerArgs& a) : LinearSpec(a.name, config_from(a)) {}
+
+  const LayerSchema& schema() const override { return static_schema(); }
+  std::string describe() const override { return linear_describe(cfg_); }
+  Shape output_shape(const Shape& in) const override { return linear_output_shape(cfg_, in); }
+  std::vector<ParamSpec> param_specs() const override { return linear_param_specs(cfg_); }
+  double forward_flops(const Shape& in) const override { return linear_forward_flops(cfg_, in); }
+  double backward_flops(const Shape& in, bool input_grad) const override {
+    return linear_backward_flops(cfg_, in, input_grad);
+  }
+  const LinearConfig& config() const { return cfg_; }
+
+ protected:
+  LinearConfig cfg_;
+};
 
 }  // namespace hpmc

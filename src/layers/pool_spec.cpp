@@ -8,7 +8,7 @@
 
 namespace hpmc {
 
-MaxPool2dSpec maxpool2d_spec(const std::string& layer_name, const MaxPool2dConfig& cfg) {
+PoolWindow maxpool2d_window(const std::string& layer_name, const MaxPool2dConfig& cfg) {
   if (cfg.kernel < 1)
     throw ConfigError(str("maxpool2d '", layer_name, "': kernel must be at least 1, got ",
                           cfg.kernel));
@@ -16,25 +16,43 @@ MaxPool2dSpec maxpool2d_spec(const std::string& layer_name, const MaxPool2dConfi
     throw ConfigError(str("maxpool2d '", layer_name,
                           "': stride must be at least 1 (or 0 for the kernel size), got ",
                           cfg.stride));
-  MaxPool2dSpec s;
+  PoolWindow s;
   s.kernel = cfg.kernel;
   s.stride = cfg.stride == 0 ? cfg.kernel : cfg.stride;
   return s;
 }
 
-Shape maxpool2d_output_shape(const MaxPool2dSpec& spec, const Shape& in) {
-  const int k = spec.kernel;
+Shape maxpool2d_output_shape(const PoolWindow& win, const Shape& in) {
+  const int k = win.kernel;
   if (in.h < k || in.w < k)
     throw ShapeError(str("maxpool2d: a ", k, "x", k, " window does not fit a ", in.h, "x", in.w,
                          " input ", in.sample_str(),
                          " (no padding); use a smaller kernel or a larger input"));
-  return Shape(in.n, in.c, maxpool2d_out_size(in.h, k, spec.stride),
-               maxpool2d_out_size(in.w, k, spec.stride));
+  return Shape(in.n, in.c, maxpool2d_out_size(in.h, k, win.stride),
+               maxpool2d_out_size(in.w, k, win.stride));
 }
 
-std::string maxpool2d_describe(const MaxPool2dSpec& spec) {
-  return str(spec.kernel, "x", spec.kernel, " s", spec.stride);
+std::string maxpool2d_describe(const PoolWindow& win) {
+  return str(win.kernel, "x", win.kernel, " s", win.stride);
 }
+
+const LayerSchema& MaxPool2dSpec::static_schema() {
+  static const LayerSchema s{
+      LayerKind::kMaxPool2d,
+      "maxpool2d",
+      "max over k×k windows, no padding (nn.MaxPool2d): C×H×W → C×(⌊(H−k)/s⌋+1)×(⌊(W−k)/s⌋+1)",
+      {int_key("kernel", "2", 1, 1024, "window size (k×k)"),
+       int_key("stride", "=kernel", 1, 1024, "step between windows")}};
+  return s;
+}
+
+MaxPool2dSpec::MaxPool2dSpec(std::string name, const MaxPool2dConfig& cfg)
+    : Layer(std::move(name)), win_(maxpool2d_window(this->name(), cfg)) {}
+
+MaxPool2dSpec::MaxPool2dSpec(const LayerArgs& a)
+    : MaxPool2dSpec(a.name, MaxPool2dConfig{a.i("kernel"), a.i("stride")}) {}
+
+HPMC_REGISTER_SPEC(MaxPool2d)
 
 int upsample2d_check_scale(const std::string& layer_name, int scale) {
   if (scale < 1)
@@ -54,6 +72,21 @@ Shape upsample2d_output_shape(int scale, const Shape& in) {
 
 std::string upsample2d_describe(int scale) { return str("nearest x", scale); }
 
+const LayerSchema& UpSample2dSpec::static_schema() {
+  static const LayerSchema s{LayerKind::kUpSample2d,
+                             "upsample2d",
+                             "nearest-neighbour upsampling by an integer scale (nn.Upsample): C×H×W → C×sH×sW",
+                             {int_key("scale", "2", 1, 64, "factor on both axes")}};
+  return s;
+}
+
+UpSample2dSpec::UpSample2dSpec(std::string name, int scale)
+    : Layer(std::move(name)), scale_(upsample2d_check_scale(this->name(), scale)) {}
+
+UpSample2dSpec::UpSample2dSpec(const LayerArgs& a) : UpSample2dSpec(a.name, a.i("scale")) {}
+
+HPMC_REGISTER_SPEC(UpSample2d)
+
 Shape flatten_output_shape(const Shape& in) {
   const size_t features = in.per_sample();
   if (features > kMaxTensorElements)
@@ -61,5 +94,15 @@ Shape flatten_output_shape(const Shape& in) {
                          " features per sample, more than ", kMaxTensorElements));
   return Shape(in.n, int(features), 1, 1);
 }
+
+const LayerSchema& FlattenSpec::static_schema() {
+  static const LayerSchema s{LayerKind::kFlatten,
+                             "flatten",
+                             "C×H×W → C·H·W, the bridge from conv to linear layers (nn.Flatten)",
+                             {}};
+  return s;
+}
+
+HPMC_REGISTER_SPEC(Flatten)
 
 }  // namespace hpmc

@@ -1,14 +1,16 @@
-// pool_spec.h — what the CPU and GPU versions of the parameter-free shape
-// layers (maxpool2d, upsample2d, flatten) must agree on, as device-neutral
-// free functions: configuration checks (ConfigError), output shapes
-// (ShapeError naming both shapes) and the describe() text. The CPU classes in
-// layers/cpu and the GPU classes in layers/gpu both call these, so the two can
-// never drift apart in what they accept or how they report it.
+// pool_spec.h — the parameter-free shape layers (maxpool2d, upsample2d,
+// flatten), each defined once for every device: the schema, configuration
+// checks (ConfigError), output shapes (ShapeError naming both shapes) and the
+// describe() text, as spec classes (MaxPool2dSpec, UpSample2dSpec,
+// FlattenSpec) from which the CPU classes in layers/cpu and the GPU classes
+// in layers/gpu derive, adding only the passes; and as free functions, for
+// the kernels' tests.
 #pragma once
 
 #include <string>
 
 #include "core/shape.h"
+#include "layers/layer.h"
 
 namespace hpmc {
 
@@ -20,14 +22,14 @@ struct MaxPool2dConfig {
 };
 
 // A validated configuration: kernel ≥ 1 and the effective stride (≥ 1).
-struct MaxPool2dSpec {
+struct PoolWindow {
   int kernel = 2;
   int stride = 2;
 };
 
 // Throws ConfigError naming the layer for kernel < 1 or stride < 0; resolves
 // stride 0 to the kernel size.
-MaxPool2dSpec maxpool2d_spec(const std::string& layer_name, const MaxPool2dConfig& cfg);
+PoolWindow maxpool2d_window(const std::string& layer_name, const MaxPool2dConfig& cfg);
 
 // Output extent along one axis: floor((in − k) / s) + 1 (PyTorch's default,
 // ceil_mode off, no padding); 0 when the window does not fit.
@@ -37,10 +39,28 @@ inline int maxpool2d_out_size(int in, int kernel, int stride) {
 
 // (N, C, OH, OW); throws ShapeError naming the k×k window and the H×W input
 // when the window does not fit.
-Shape maxpool2d_output_shape(const MaxPool2dSpec& spec, const Shape& in);
+Shape maxpool2d_output_shape(const PoolWindow& win, const Shape& in);
 
 // "3x3 s2".
-std::string maxpool2d_describe(const MaxPool2dSpec& spec);
+std::string maxpool2d_describe(const PoolWindow& win);
+
+class MaxPool2dSpec : public Layer {
+ public:
+  static const LayerSchema& static_schema();
+  // Throws ConfigError for kernel < 1 or stride < 0.
+  MaxPool2dSpec(std::string name, const MaxPool2dConfig& cfg);
+  explicit MaxPool2dSpec(const LayerArgs& a);
+
+  const LayerSchema& schema() const override { return static_schema(); }
+  std::string describe() const override { return maxpool2d_describe(win_); }
+  // Throws ShapeError when the k×k window does not fit the H×W input.
+  Shape output_shape(const Shape& in) const override { return maxpool2d_output_shape(win_, in); }
+  int kernel() const { return win_.kernel; }
+  int stride() const { return win_.stride; }  // the effective stride (never 0)
+
+ protected:
+  PoolWindow win_;
+};
 
 // ---- upsample2d --------------------------------------------------------------
 
@@ -51,9 +71,36 @@ Shape upsample2d_output_shape(int scale, const Shape& in);
 // "nearest x2".
 std::string upsample2d_describe(int scale);
 
+class UpSample2dSpec : public Layer {
+ public:
+  static const LayerSchema& static_schema();
+  // Throws ConfigError for scale < 1.
+  explicit UpSample2dSpec(std::string name, int scale = 2);
+  explicit UpSample2dSpec(const LayerArgs& a);
+
+  const LayerSchema& schema() const override { return static_schema(); }
+  std::string describe() const override { return upsample2d_describe(scale_); }
+  Shape output_shape(const Shape& in) const override { return upsample2d_output_shape(scale_, in); }
+  int scale() const { return scale_; }
+  int upsample_scale() const override { return scale_; }
+
+ protected:
+  int scale_;
+};
+
 // ---- flatten -----------------------------------------------------------------
 
 // (N, C·H·W, 1, 1); throws ShapeError when C·H·W does not fit in an int.
 Shape flatten_output_shape(const Shape& in);
+
+class FlattenSpec : public Layer {
+ public:
+  static const LayerSchema& static_schema();
+  explicit FlattenSpec(std::string name) : Layer(std::move(name)) {}
+  explicit FlattenSpec(const LayerArgs& a) : FlattenSpec(a.name) {}
+
+  const LayerSchema& schema() const override { return static_schema(); }
+  Shape output_shape(const Shape& in) const override { return flatten_output_shape(in); }
+};
 
 }  // namespace hpmc

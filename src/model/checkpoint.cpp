@@ -181,11 +181,15 @@ void save_checkpoint(const std::string& path, const Model& model, const Config& 
   const bool momentum = cfg.training.momentum > 0;
   Tensor mom = momentum ? ps.momentum().to_device(Device::kCPU) : Tensor();
 
+  Tensor buffers = ps.buffers().to_device(Device::kCPU);
+
   std::vector<SafetensorsEntry> entries;
   std::vector<std::string> names;  // keeps the momentum names alive
   names.reserve(ps.entries().size());
   for (const auto& e : ps.entries())
     entries.push_back({e.name, "F32", dims64(e.dims), params.data<float>() + e.offset, e.count * 4});
+  for (const auto& e : ps.buffer_entries())
+    entries.push_back({e.name, "F32", dims64(e.dims), buffers.data<float>() + e.offset, e.count * 4});
   if (momentum)
     for (const auto& e : ps.entries()) {
       names.push_back(kMomentumPrefix + e.name);
@@ -221,7 +225,9 @@ CheckpointMeta load_checkpoint(const std::string& path, Model& model, const Conf
   ParamStore& ps = model.params();
 
   // Validate every tensor before touching the model.
-  for (const auto& e : ps.entries()) {
+  std::vector<ParamEntry> all = ps.entries();
+  all.insert(all.end(), ps.buffer_entries().begin(), ps.buffer_entries().end());
+  for (const auto& e : all) {
     const SafetensorsTensor* t = f.find(e.name);
     if (!t)
       throw DataError(str(path, ": no tensor '", e.name, "' in this checkpoint; it was written for "
@@ -264,6 +270,9 @@ CheckpointMeta load_checkpoint(const std::string& path, Model& model, const Conf
   Tensor host = Tensor::zeros(ps.params().shape());
   for (const auto& e : ps.entries())
     f.copy_to(e.name, "F32", dims64(e.dims), host.data<float>() + e.offset);
+  Tensor buffers = Tensor::zeros(ps.buffers().shape());
+  for (const auto& e : ps.buffer_entries())
+    f.copy_to(e.name, "F32", dims64(e.dims), buffers.data<float>() + e.offset);
   const bool restore_momentum = want_state && rm.momentum;
   Tensor mom = restore_momentum ? Tensor::zeros(ps.momentum().shape()) : Tensor();
   if (restore_momentum)
@@ -271,6 +280,7 @@ CheckpointMeta load_checkpoint(const std::string& path, Model& model, const Conf
       f.copy_to(kMomentumPrefix + e.name, "F32", dims64(e.dims), mom.data<float>() + e.offset);
 
   ps.params().copy_from(host);
+  ps.buffers().copy_from(buffers);
   ps.grads().fill_zero();
   ps.momentum().fill_zero();
   if (restore_momentum) ps.momentum().copy_from(mom);

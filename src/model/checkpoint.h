@@ -4,7 +4,8 @@
 // Tensors: "<layer>.<param>" (float32, PyTorch layouts: conv weight
 // [out, in, kh, kw], linear weight [out, in], bias [out]) — the names and
 // layouts a PyTorch model of the same architecture uses, so `safetensors`
-// or numpy loads them. With momentum > 0, the SGD momentum buffers follow
+// or numpy loads them; layer buffers (batch norm's running statistics) as
+// "<layer>.<buffer>" under PyTorch's names. With momentum > 0, the SGD momentum buffers follow
 // as "optimizer.momentum.<layer>.<param>".
 // Metadata (strings): format, hpmc version, config name, impl, seed,
 // batch size, training-set size, epoch, step, global step, and the epoch's

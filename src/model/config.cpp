@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "io/json.h"
+#include "model/registry.h"
 
 namespace hpmc {
 
@@ -430,7 +431,7 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
   {
     if (!top.has("model")) top.fail("model", "is required (loss, layers)");
     MapReader m(top.get_node("model"), "model", src);
-    cfg.model.loss = m.get_choice("loss", "", {"mse", "softmax_cross_entropy"});
+    cfg.model.loss = m.get_choice("loss", "", LayerRegistry::builtin().loss_names());
     cfg.model.features = m.get_string("features", "");
     YAML::Node layers = m.get_node("layers");
     if (!layers) m.fail("layers", "is required: a list of layers");

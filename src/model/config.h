@@ -113,7 +113,7 @@ struct OutputConfig {
 };
 
 struct ModelConfig {
-  std::string loss;      // "mse" | "softmax_cross_entropy"
+  std::string loss;      // a loss of layers/loss_list.h: "mse", "softmax_cross_entropy", ...
   std::string features;  // layer whose output is the encoder's features ("" if none)
   std::vector<LayerNode> layers;
 };

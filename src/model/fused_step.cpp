@@ -16,15 +16,16 @@ std::vector<const Layer*> mlp_linears(const Model& model, std::string* why) {
   std::vector<const Layer*> linears;
   const auto& layers = model.layers();
   size_t i = 0;
-  while (i < layers.size() && std::strcmp(layers[i]->type(), "flatten") == 0) ++i;
+  while (i < layers.size() && layers[i]->kind() == LayerKind::kFlatten) ++i;
   bool want_linear = true;
   for (; i < layers.size(); ++i) {
-    const char* type = layers[i]->type();
-    if (want_linear && std::strcmp(type, "linear") == 0) {
+    const LayerKind kind = layers[i]->kind();
+    if (want_linear && kind == LayerKind::kLinear) {
       linears.push_back(layers[i].get());
-    } else if (!want_linear && std::strcmp(type, "relu") == 0) {
+    } else if (!want_linear && kind == LayerKind::kReLU) {
     } else {
-      *why = str("layer '", layers[i]->name(), "' (", type, ") is not part of a linear/relu chain");
+      *why = str("layer '", layers[i]->name(), "' (", layers[i]->type(),
+                 ") is not part of a linear/relu chain");
       return {};
     }
     want_linear = !want_linear;
@@ -51,11 +52,12 @@ std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
                                                 impl_name(model.impl()));
   for (const auto& l : model.layers()) {
     const bool ok = l->device() == Device::kGPU &&
-                    (std::strcmp(l->type(), "linear") != 0 ||
+                    (l->kind() != LayerKind::kLinear ||
                      std::strcmp(l->impl(), impl_name(Impl::kIm2col)) == 0);
     if (!ok) return str("layer '", l->name(), "' runs with impl ", l->impl());
   }
-  if (!model.loss().is_classifier()) return "the loss is not softmax_cross_entropy";
+  if (model.loss().kind() != LossKind::kSoftmaxCrossEntropy)
+    return str("the loss is ", model.loss().type(), ", not softmax_cross_entropy");
   std::string why;
   const auto linears = mlp_linears(model, &why);
   if (linears.empty()) return why;

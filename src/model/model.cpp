@@ -47,44 +47,45 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
                             hint.empty() ? "" : str(" (did you mean '", hint, "'?)"),
                             "; known types: ", known));
     }
-    LayerContext ctx;
-    ctx.name = keys.get_string("name", str(type, ln.index + 1));
-    if (ctx.name.empty()) keys.fail("name", "must not be empty");
-    if (!is_printable_utf8(ctx.name))  // it names the layer's tensors in checkpoints
-      keys.fail("name", str("must be printable UTF-8 text, got '", printable(ctx.name), "'"));
-    if (!names.insert(ctx.name).second)
-      keys.fail("name", str("layer name '", ctx.name, "' is used twice; names must be unique"));
+    LayerArgs args;
+    args.name = keys.get_string("name", str(type, ln.index + 1));
+    if (args.name.empty()) keys.fail("name", "must not be empty");
+    if (!is_printable_utf8(args.name))  // it names the layer's tensors in checkpoints
+      keys.fail("name", str("must be printable UTF-8 text, got '", printable(args.name), "'"));
+    if (!names.insert(args.name).second)
+      keys.fail("name", str("layer name '", args.name, "' is used twice; names must be unique"));
     const bool own_impl = keys.has("impl");
-    ctx.impl = parse_impl(keys.get_choice("impl", impl_name(impl), impl_names()));
-    if (impl_device(ctx.impl) != impl_device(impl))
-      keys.fail("impl", str("'", impl_name(ctx.impl), "' runs on the ",
-                            device_name(impl_device(ctx.impl)), " but this run uses --impl ",
+    args.impl = parse_impl(keys.get_choice("impl", impl_name(impl), impl_names()));
+    if (impl_device(args.impl) != impl_device(impl))
+      keys.fail("impl", str("'", impl_name(args.impl), "' runs on the ",
+                            device_name(impl_device(args.impl)), " but this run uses --impl ",
                             impl_name(impl), " on the ", device_name(impl_device(impl)),
                             "; a per-layer impl may only pick another implementation of the same "
                             "device"));
-    ctx.in = cur;
+    args.in = cur;
+    const std::string& lname = args.name;
     LayerPtr layer;
     try {
-      layer = lt->create(keys, ctx);
+      layer = reg.create(*lt, read_layer_args(*lt->schema, keys, args));
       layer->set_input_shape(cur);
     } catch (const ShapeError& e) {
-      throw ConfigError(str(keys.where(), ": layer '", ctx.name, "' (", type, "): ", e.what()));
+      throw ConfigError(str(keys.where(), ": layer '", lname, "' (", type, "): ", e.what()));
     } catch (const ConfigError& e) {
       std::string msg = e.what();
       // Errors from MapReader already carry their location; those thrown by a
       // layer's constructor do not.
       if (msg.rfind(cfg.source.file, 0) == 0 || msg.rfind("--set", 0) == 0) throw;
-      throw ConfigError(str(keys.where(), ": layer '", ctx.name, "' (", type, "): ", msg));
+      throw ConfigError(str(keys.where(), ": layer '", lname, "' (", type, "): ", msg));
     }
     cur = layer->output_shape(cur);
     if (cur.per_sample() > kMaxTensorElements)
-      throw ConfigError(str(keys.where(), ": layer '", ctx.name, "' (", type, "): its output ",
+      throw ConfigError(str(keys.where(), ": layer '", lname, "' (", type, "): its output ",
                             cur.sample_str(), " holds ", cur.per_sample(),
                             " values per sample, more than ", kMaxTensorElements,
                             "; use fewer channels or a smaller input"));
     for (const ParamSpec& ps : layer->param_specs())
       if (ps.count() > kMaxTensorElements)
-        throw ConfigError(str(keys.where(), ": layer '", ctx.name, "' (", type, "): its ",
+        throw ConfigError(str(keys.where(), ": layer '", lname, "' (", type, "): its ",
                               ps.name, " would hold ", ps.count(), " values, more than ",
                               kMaxTensorElements, "; use a narrower layer"));
     YAML::Node resolved = YAML::Clone(keys.resolved());
@@ -98,16 +99,8 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
   // The loss must fit the model's output.
   const std::string loss_where = cfg.source.where(cfg.root["model"]["loss"], "model.loss");
   m->loss_ = make_loss(cfg.model.loss, impl);
-  if (cfg.model.loss == "mse" && !cur.same_sample(m->in_))
-    throw ConfigError(str(loss_where, ": loss mse compares the output with the input, but the "
-                          "model maps ", m->in_.sample_str(), " to ", cur.sample_str(),
-                          "; the last layer must give ", m->in_.sample_str()));
-  if (cfg.model.loss == "softmax_cross_entropy" &&
-      !(cur.h == 1 && cur.w == 1 && cur.c == num_classes))
-    throw ConfigError(str(loss_where, ": loss softmax_cross_entropy needs ", num_classes,
-                          " logits per sample (the dataset has ", num_classes,
-                          " classes), but the model gives ", cur.sample_str(),
-                          "; end with a linear layer of out_features: ", num_classes));
+  if (std::string why = m->loss_->schema().fit(m->in_, cur, num_classes); !why.empty())
+    throw ConfigError(str(loss_where, ": ", why));
 
   if (!cfg.model.features.empty()) {
     std::vector<std::string> all;
@@ -148,7 +141,7 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
   m->bwd_fused_.assign(count, false);
   if (fuse && cfg.training.fuse)
     for (size_t i = 0; i < count; ++i) {
-      if (std::string(m->layers_[i]->type()) != "relu") continue;
+      if (m->layers_[i]->kind() != LayerKind::kReLU) continue;
       if (i > 0 && int(i) - 1 != m->features_ && m->layers_[i - 1]->fuse_relu_forward())
         m->fwd_fused_[i] = true;
       const size_t next = m->grad_writer(i);
@@ -157,9 +150,23 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
         m->bwd_fused_[i] = true;
     }
 
+  m->seed_ = cfg.training.seed;
+  m->set_mode(false, 0);
   check_parameter_memory(ParamStore::layout_floats(m->layers_), m->device() == Device::kGPU);
   m->params_.build(m->layers_, m->device());
   return m;
+}
+
+void Model::set_mode(bool training, int64_t step) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    LayerMode m;
+    m.training = training;
+    m.seed = seed_;
+    m.step = step;
+    m.stream = int(i);
+    layers_[i]->set_mode(m);
+  }
+  training_ = training;
 }
 
 void Model::print_table(std::ostream& os) const {

@@ -120,6 +120,12 @@ class Model {
   // Buffer for the loss gradient w.r.t. the model output (sized by allocate()).
   Tensor& output_grad() { return dout_; }
 
+  // Train or evaluate (LayerMode): batch statistics and dropout in training;
+  // `step` is the global step, from which dropout draws its masks. Built
+  // models evaluate until told otherwise.
+  void set_mode(bool training, int64_t step);
+  bool training() const { return training_; }
+
   // Time every layer's forward and backward into `p` (null: off).
   void set_profiler(Profiler* p) { profiler_ = p; }
   Profiler* profiler() const { return profiler_; }
@@ -137,6 +143,8 @@ class Model {
   std::vector<bool> fwd_fused_, bwd_fused_;  // per layer: a ReLU run by its neighbour
   std::vector<bool> folded_;                 // per layer: an upsample folded into the next
   int max_batch_ = 0;
+  uint64_t seed_ = 0;  // training.seed, for LayerMode
+  bool training_ = false;
   // The input tensor layer i reads: the previous output, the model input x,
   // or, after a folded upsample, the upsample's input.
   const Tensor& layer_input(int i, const Tensor& x) const;

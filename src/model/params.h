@@ -24,6 +24,7 @@ struct ParamEntry {
   size_t count = 0;
   int fan_in = 1;
   Init init = Init::kKaimingUniform;
+  float value = 0;  // Init::kConstant
 };
 
 class ParamStore {
@@ -41,6 +42,8 @@ class ParamStore {
   void init(uint64_t seed);
 
   const std::vector<ParamEntry>& entries() const { return entries_; }
+  // The layers' buffers ("<layer>.<buffer>"), offsets into buffers().
+  const std::vector<ParamEntry>& buffer_entries() const { return buffer_entries_; }
   size_t total() const { return total_; }      // trainable values
   size_t padded() const { return padded_; }    // buffer length with gaps
   Device device() const { return device_; }
@@ -51,15 +54,20 @@ class ParamStore {
   const Tensor& params() const { return params_; }
   const Tensor& grads() const { return grads_; }
   const Tensor& momentum() const { return momentum_; }
+  Tensor& buffers() { return buffers_; }
+  const Tensor& buffers() const { return buffers_; }
+
+  // The layers' buffers to their initial values (init() does this too).
+  void reset_buffers();
 
   // Zero the gradient buffer: done once per step (gradients accumulate).
   void zero_grads() { grads_.fill_zero(); }
 
  private:
-  std::vector<ParamEntry> entries_;
+  std::vector<ParamEntry> entries_, buffer_entries_;
   size_t total_ = 0, padded_ = 0;
   Device device_ = Device::kCPU;
-  Tensor params_, grads_, momentum_;
+  Tensor params_, grads_, momentum_, buffers_;
 };
 
 }  // namespace hpmc

@@ -1,114 +1,164 @@
 #include "model/registry.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include "core/error.h"
-#include "layers/cpu/conv2d.h"
-#include "layers/cpu/flatten.h"
-#include "layers/cpu/linear.h"
-#include "layers/cpu/maxpool2d.h"
-#include "layers/cpu/mse_loss.h"
-#include "layers/cpu/relu.h"
-#include "layers/cpu/softmax_ce_loss.h"
-#include "layers/cpu/upsample2d.h"
-#include "layers/gpu/factory.h"
+#include "model/config.h"
 
 namespace hpmc {
 
-void LayerRegistry::add(LayerType t) {
-  HPMC_CHECK(!types_.count(t.type), "layer type '", t.type, "' registered twice");
-  std::string key = t.type;
-  types_.emplace(key, std::move(t));
+void LayerRegistry::add(const LayerSchema& schema, LayerCreator cpu) {
+  HPMC_CHECK(!find(schema.type), "layer type '", schema.type, "' registered twice");
+  types_.push_back({&schema, cpu, nullptr});
+}
+
+void LayerRegistry::set_gpu(LayerKind kind, LayerCreator gpu) {
+  for (LayerType& t : types_)
+    if (t.schema->kind == kind) {
+      t.gpu = gpu;
+      return;
+    }
+  HPMC_CHECK(false, "set_gpu: layer kind ", int(kind), " is not registered");
+}
+
+void LayerRegistry::add_loss(const LossSchema& schema, LossCreator cpu) {
+  HPMC_CHECK(!find_loss(schema.type), "loss '", schema.type, "' registered twice");
+  losses_.push_back({&schema, cpu, nullptr});
+}
+
+void LayerRegistry::set_gpu_loss(LossKind kind, LossCreator gpu) {
+  for (LossType& t : losses_)
+    if (t.schema->kind == kind) {
+      t.gpu = gpu;
+      return;
+    }
+  HPMC_CHECK(false, "set_gpu_loss: loss kind ", int(kind), " is not registered");
 }
 
 const LayerType* LayerRegistry::find(const std::string& type) const {
-  auto it = types_.find(type);
-  return it == types_.end() ? nullptr : &it->second;
+  for (const LayerType& t : types_)
+    if (t.schema->type == type) return &t;
+  return nullptr;
+}
+
+const LossType* LayerRegistry::find_loss(const std::string& type) const {
+  for (const LossType& t : losses_)
+    if (t.schema->type == type) return &t;
+  return nullptr;
 }
 
 std::vector<std::string> LayerRegistry::names() const {
   std::vector<std::string> out;
-  for (const auto& kv : types_) out.push_back(kv.first);
+  for (const LayerType& t : types_) out.push_back(t.schema->type);
   return out;
+}
+
+std::vector<std::string> LayerRegistry::loss_names() const {
+  std::vector<std::string> out;
+  for (const LossType& t : losses_) out.push_back(t.schema->type);
+  return out;
+}
+
+namespace {
+
+[[noreturn]] void no_gpu(const std::string& what) {
+  throw UsageError(str(what, " needs the GPU layers, and this hpmc was built without CUDA; use "
+                       "--impl cpu, or rebuild where the CUDA toolkit is installed "
+                       "(cmake -DHPMC_CUDA=ON)"));
+}
+
+}  // namespace
+
+LayerPtr LayerRegistry::create(const LayerType& t, const LayerArgs& args) const {
+  if (args.impl == Impl::kCpu) return t.cpu(args);
+  if (!t.gpu)
+    no_gpu(str("layer '", args.name, "' (", t.schema->type, ") with --impl ", impl_name(args.impl)));
+  return t.gpu(args);
+}
+
+LossPtr LayerRegistry::create_loss(const LossType& t, Impl impl) const {
+  if (impl == Impl::kCpu) return t.cpu();
+  if (!t.gpu) no_gpu(str("the ", t.schema->type, " loss on the GPU"));
+  return t.gpu();
 }
 
 const LayerRegistry& LayerRegistry::builtin() {
   static const LayerRegistry r = [] {
     LayerRegistry reg;
     register_builtin_layers(reg);
+    gpu::register_layers(reg);
     return reg;
   }();
   return r;
 }
 
-namespace {
-
-LayerPtr make_conv2d(MapReader& k, const LayerContext& ctx) {
-  Conv2dConfig c;
-  c.in_channels = ctx.in.c;
-  c.out_channels = k.require_int("out_channels", 1, 1 << 16);
-  c.kernel = k.get_int("kernel", 3, 1, 1024);
-  c.stride = k.get_int("stride", 1, 1, 1024);
-  c.padding = k.get_int("padding", 0, 0, 1024);
-  c.bias = k.get_bool("bias", true);
-  k.finish();
-  if (ctx.impl == Impl::kCpu) return std::make_shared<Conv2dCPU>(ctx.name, c);
-  return gpu::make_conv2d(ctx.name, c, ctx.impl);
-}
-
-LayerPtr make_linear(MapReader& k, const LayerContext& ctx) {
-  LinearConfig c;
-  c.in_features = ctx.in.c;
-  c.out_features = k.require_int("out_features", 1, 1 << 24);
-  c.bias = k.get_bool("bias", true);
-  k.finish();
-  if (ctx.impl == Impl::kCpu) return std::make_shared<LinearCPU>(ctx.name, c);
-  return gpu::make_linear(ctx.name, c, ctx.impl);
-}
-
-LayerPtr make_maxpool2d(MapReader& k, const LayerContext& ctx) {
-  MaxPool2dConfig c;
-  c.kernel = k.get_int("kernel", 2, 1, 1024);
-  c.stride = k.get_int("stride", c.kernel, 1, 1024);
-  k.finish();
-  if (ctx.impl == Impl::kCpu) return std::make_shared<MaxPool2dCPU>(ctx.name, c);
-  return gpu::make_maxpool2d(ctx.name, c);
-}
-
-LayerPtr make_upsample2d(MapReader& k, const LayerContext& ctx) {
-  int scale = k.get_int("scale", 2, 1, 64);
-  k.finish();
-  if (ctx.impl == Impl::kCpu) return std::make_shared<UpSample2dCPU>(ctx.name, scale);
-  return gpu::make_upsample2d(ctx.name, scale);
-}
-
-LayerPtr make_relu(MapReader& k, const LayerContext& ctx) {
-  k.finish();
-  if (ctx.impl == Impl::kCpu) return std::make_shared<ReLUCPU>(ctx.name);
-  return gpu::make_relu(ctx.name);
-}
-
-LayerPtr make_flatten(MapReader& k, const LayerContext& ctx) {
-  k.finish();
-  if (ctx.impl == Impl::kCpu) return std::make_shared<FlattenCPU>(ctx.name);
-  return gpu::make_flatten(ctx.name);
-}
-
-}  // namespace
-
 void register_builtin_layers(LayerRegistry& r) {
-  r.add({"conv2d", "out_channels (required), kernel=3, stride=1, padding=0, bias=true", make_conv2d});
-  r.add({"linear", "out_features (required), bias=true", make_linear});
-  r.add({"maxpool2d", "kernel=2, stride=kernel", make_maxpool2d});
-  r.add({"upsample2d", "scale=2 (nearest neighbour)", make_upsample2d});
-  r.add({"relu", "(no keys)", make_relu});
-  r.add({"flatten", "(no keys)", make_flatten});
+#define HPMC_LAYER(Name) r.add(layer_schema_##Name(), &make_cpu_layer_##Name);
+#include "layers/layer_list.h"
+#undef HPMC_LAYER
+#define HPMC_LOSS(Name) r.add_loss(loss_schema_##Name(), &make_cpu_loss_##Name);
+#include "layers/loss_list.h"
+#undef HPMC_LOSS
+}
+
+LayerArgs read_layer_args(const LayerSchema& schema, MapReader& keys, LayerArgs a) {
+  for (const KeySpec& k : schema.keys) {
+    if (k.required() && !keys.has(k.name)) {
+      // These report a misspelled key where it is, or else the absence.
+      if (k.type == KeyType::kInt) keys.require_int(k.name, int(k.lo), int(k.hi));
+      keys.require_string(k.name);
+    }
+    // The default: its text, or the value of the (earlier) key it names.
+    const bool from_key = !k.required() && k.def[0] == '=';
+    const std::string other = from_key ? k.def.substr(1) : "";
+    switch (k.type) {
+      case KeyType::kInt: {
+        const int d = k.required() ? 0 : from_key ? a.i(other) : std::stoi(k.def);
+        a.set(k.name, keys.get_int(k.name, d, int(k.lo), int(k.hi)));
+        break;
+      }
+      case KeyType::kFloat: {
+        const double d = k.required() ? 0 : from_key ? a.f(other) : std::stod(k.def);
+        a.set(k.name, keys.get_float(k.name, d, k.lo, k.hi));
+        break;
+      }
+      case KeyType::kBool:
+        a.set(k.name, keys.get_bool(k.name, k.def == "true") ? 1.0 : 0.0);
+        break;
+      case KeyType::kChoice:
+        a.set(k.name, keys.get_choice(k.name, k.def, k.choices));
+        break;
+    }
+  }
+  keys.finish();
+  return a;
+}
+
+LayerPtr make_layer(const std::string& type, const std::string& keys_yaml, Impl impl,
+                    const Shape& in, const std::string& name) {
+  const LayerRegistry& reg = LayerRegistry::builtin();
+  const LayerType* t = reg.find(type);
+  if (!t) throw ConfigError(str("unknown layer type '", type, "'"));
+  ConfigSource src;
+  src.file = "<" + type + " keys>";
+  YAML::Node node = keys_yaml.empty() ? YAML::Node(YAML::NodeType::Map) : YAML::Load(keys_yaml);
+  MapReader keys(node, "", src);
+  LayerArgs a = read_layer_args(*t->schema, keys,
+                                LayerArgs(name.empty() ? type : name, impl, in.with_batch(1)));
+  LayerPtr l = reg.create(*t, a);
+  if (in.per_sample() > 0) l->set_input_shape(in.with_batch(1));
+  return l;
 }
 
 LossPtr make_loss(const std::string& type, Impl impl) {
-  const bool gpu = impl != Impl::kCpu;
-  if (type == "mse") return gpu ? gpu::make_mse_loss() : std::make_shared<MseLossCPU>();
-  if (type == "softmax_cross_entropy")
-    return gpu ? gpu::make_softmax_ce_loss() : std::make_shared<SoftmaxCrossEntropyCPU>();
-  throw ConfigError(str("unknown loss '", type, "'; choose mse or softmax_cross_entropy"));
+  const LayerRegistry& reg = LayerRegistry::builtin();
+  const LossType* t = reg.find_loss(type);
+  if (!t) {
+    std::string known;
+    for (const auto& n : reg.loss_names()) known += (known.empty() ? "" : ", ") + n;
+    throw ConfigError(str("unknown loss '", type, "'; choose one of: ", known));
+  }
+  return reg.create_loss(*t, impl);
 }
 
 }  // namespace hpmc

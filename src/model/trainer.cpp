@@ -75,6 +75,7 @@ EvalResult evaluate(Model& model, BatchFeeder& feed, int batch_size) {
   if (r.samples == 0) return r;
   batch_size = std::min({batch_size, r.samples, feed.max_batch()});
   model.allocate(std::max(batch_size, model.max_batch()));
+  model.set_mode(false, 0);
   Tensor acc = Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model.device());
   Loss& loss = model.loss();
   const bool lab = wants_labels(loss);
@@ -130,6 +131,7 @@ void Trainer::train_batch(BatchFeeder& feed, int begin, int n, Tensor& acc) {
 }
 
 void Trainer::step(const Tensor& x, const Tensor& target, Tensor& acc) {
+  model_.set_mode(true, global_step_++);
   model_.params().zero_grads();
   const Tensor& pred = model_.forward(x);
   Tensor& dpred = model_.output_grad();
@@ -204,6 +206,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
     }
     for (int s = first_step; s < steps; ++s) {
       int b = std::min(bs, n - s * bs);
+      global_step_ = state.global_step;
       train_batch(feed, s * bs, b, acc_);
       if (profiler_) profiler_->step_done();
       state.step = s + 1;
@@ -238,6 +241,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
         if (mode == Progress::kBar) out << "\n";
         sync_loss(state);
         model_.set_profiler(nullptr);
+        model_.set_mode(false, 0);  // what follows (outputs, evaluation) evaluates
         return results;
       }
     }
@@ -278,6 +282,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
     }
   }
   model_.set_profiler(nullptr);
+  model_.set_mode(false, 0);
   return results;
 }
 

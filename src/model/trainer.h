@@ -94,8 +94,10 @@ class Trainer {
   }
   int steps_per_epoch(int train_size) const;
 
-  // One step on a prepared batch: zero grads, forward, loss, backward, SGD.
-  // Adds the batch's summed loss (and correct count) to acc.
+  // One step on a prepared batch: training mode (Model::set_mode) at the
+  // trainer's global step, zero grads, forward, loss, backward, SGD; the
+  // global step then advances. Adds the batch's summed loss (and correct
+  // count) to acc.
   void step(const Tensor& x, const Tensor& target, Tensor& acc);
 
   // One step on order[begin, begin + n) of the feeder: the fused kernel of
@@ -122,6 +124,7 @@ class Trainer {
   std::unique_ptr<FusedStep> fused_;
   std::string fused_refusal_;
   int n_train_ = 0;
+  int64_t global_step_ = 0;  // the step the next step() trains (fit() sets it)
 };
 
 }  // namespace hpmc

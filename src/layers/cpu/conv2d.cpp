@@ -8,13 +8,6 @@
 
 namespace hpmc {
 
-Conv2dCPU::Conv2dCPU(std::string name, const Conv2dConfig& cfg)
-    : LayerCPU(std::move(name)), cfg_(cfg) {
-  conv2d_check_config(this->name(), cfg_);
-}
-
-std::string Conv2dCPU::describe() const { return conv2d_describe(cfg_); }
-
 size_t Conv2dCPU::workspace_bytes(const Shape& in) const {
   // The GEMM path's per-thread buffers (conv2d_ops.h, Conv2dWorkspace): one
   // image's column matrix and a partial weight and bias gradient each; the
@@ -23,18 +16,6 @@ size_t Conv2dCPU::workspace_bytes(const Shape& in) const {
   const size_t threads = size_t(std::max(1, std::min(num_threads(), in.n)));
   const size_t column = s.is_pointwise() ? 0 : size_t(s.col_rows()) * size_t(s.col_cols());
   return threads * (column + s.weight_count() + size_t(s.K)) * sizeof(float);
-}
-
-Shape Conv2dCPU::output_shape(const Shape& in) const { return conv2d_output_shape(cfg_, in); }
-
-Conv2dShape Conv2dCPU::conv_shape(const Shape& in) const { return conv2d_shape(cfg_, in); }
-
-std::vector<ParamSpec> Conv2dCPU::param_specs() const { return conv2d_param_specs(cfg_); }
-
-double Conv2dCPU::forward_flops(const Shape& in) const { return conv2d_forward_flops(cfg_, in); }
-
-double Conv2dCPU::backward_flops(const Shape& in, bool input_grad) const {
-  return conv2d_backward_flops(cfg_, in, input_grad);
 }
 
 void Conv2dCPU::forward_impl(const Tensor& x, Tensor& y) {
@@ -49,5 +30,7 @@ void Conv2dCPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor
   cpu::conv2d_backward_params(s, x.data<float>(), dy.data<float>(), grad(0), db, ws_);
   if (dx) cpu::conv2d_backward_data(s, dy.data<float>(), param(0), dx->data<float>(), ws_);
 }
+
+HPMC_REGISTER_CPU(Conv2d)
 
 }  // namespace hpmc

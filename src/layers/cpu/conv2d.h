@@ -18,30 +18,17 @@
 
 namespace hpmc {
 
-class Conv2dCPU : public LayerCPU {
+class Conv2dCPU : public LayerCPU<Conv2dSpec> {
  public:
-  // Throws ConfigError for a non-positive size or stride, a negative
-  // padding, or a padding of a whole kernel or more.
-  Conv2dCPU(std::string name, const Conv2dConfig& cfg);
+  using LayerCPU::LayerCPU;  // (name, Conv2dConfig) or (LayerArgs)
 
-  const char* type() const override { return "conv2d"; }
-  std::string describe() const override;  // "3x3 s1 p1"
-  Shape output_shape(const Shape& in) const override;
-  std::vector<ParamSpec> param_specs() const override;
-  double forward_flops(const Shape& in) const override;
-  double backward_flops(const Shape& in, bool input_grad) const override;
   size_t workspace_bytes(const Shape& in) const override;
-
-  const Conv2dConfig& config() const { return cfg_; }
-  // The full convolution sizes for an input shape (which must be valid).
-  Conv2dShape conv_shape(const Shape& in) const;
 
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;
   void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 
  private:
-  Conv2dConfig cfg_;
   cpu::Conv2dWorkspace<float> ws_;  // per-thread buffers, reused across calls
 };
 

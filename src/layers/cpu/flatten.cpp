@@ -7,10 +7,6 @@
 
 namespace hpmc {
 
-FlattenCPU::FlattenCPU(std::string name) : LayerCPU(std::move(name)) {}
-
-Shape FlattenCPU::output_shape(const Shape& in) const { return flatten_output_shape(in); }
-
 // Copies rather than shared views: the model owns each activation buffer and
 // the layer contract writes y and dx, so aliasing x would break that.
 void FlattenCPU::forward_impl(const Tensor& x, Tensor& y) {
@@ -22,5 +18,7 @@ void FlattenCPU::backward_impl(const Tensor& /*x*/, const Tensor& /*y*/,
   if (!dx) return;
   std::memcpy(dx->data<float>(), dy.data<float>(), dy.numel() * sizeof(float));
 }
+
+HPMC_REGISTER_CPU(Flatten)
 
 }  // namespace hpmc

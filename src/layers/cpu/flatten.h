@@ -7,14 +7,13 @@
 #include <string>
 
 #include "layers/layer.h"
+#include "layers/pool_spec.h"
 
 namespace hpmc {
 
-class FlattenCPU : public LayerCPU {
+class FlattenCPU : public LayerCPU<FlattenSpec> {
  public:
-  explicit FlattenCPU(std::string name);
-  const char* type() const override { return "flatten"; }
-  Shape output_shape(const Shape& in) const override;
+  using LayerCPU::LayerCPU;  // (name) or (LayerArgs)
 
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;

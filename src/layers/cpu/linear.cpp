@@ -6,23 +6,6 @@
 
 namespace hpmc {
 
-LinearCPU::LinearCPU(std::string name, const LinearConfig& cfg)
-    : LayerCPU(std::move(name)), cfg_(cfg) {
-  linear_check_config(this->name(), cfg_);
-}
-
-std::string LinearCPU::describe() const { return linear_describe(cfg_); }
-
-Shape LinearCPU::output_shape(const Shape& in) const { return linear_output_shape(cfg_, in); }
-
-std::vector<ParamSpec> LinearCPU::param_specs() const { return linear_param_specs(cfg_); }
-
-double LinearCPU::forward_flops(const Shape& in) const { return linear_forward_flops(cfg_, in); }
-
-double LinearCPU::backward_flops(const Shape& in, bool input_grad) const {
-  return linear_backward_flops(cfg_, in, input_grad);
-}
-
 void LinearCPU::forward_impl(const Tensor& x, Tensor& y) {
   const float* b = cfg_.bias ? param(1) : nullptr;
   cpu::linear_forward(x.shape().n, cfg_.in_features, cfg_.out_features, x.data<float>(), param(0),
@@ -35,5 +18,7 @@ void LinearCPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor
   cpu::linear_backward_params(n, in, out, x.data<float>(), dy.data<float>(), grad(0), db);
   if (dx) cpu::linear_backward_data(n, in, out, dy.data<float>(), param(0), dx->data<float>());
 }
+
+HPMC_REGISTER_CPU(Linear)
 
 }  // namespace hpmc

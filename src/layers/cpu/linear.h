@@ -15,26 +15,13 @@
 
 namespace hpmc {
 
-class LinearCPU : public LayerCPU {
+class LinearCPU : public LayerCPU<LinearSpec> {
  public:
-  // Throws ConfigError for a non-positive feature count.
-  LinearCPU(std::string name, const LinearConfig& cfg);
-
-  const char* type() const override { return "linear"; }
-  std::string describe() const override;  // "784->128"
-  Shape output_shape(const Shape& in) const override;
-  std::vector<ParamSpec> param_specs() const override;
-  double forward_flops(const Shape& in) const override;
-  double backward_flops(const Shape& in, bool input_grad) const override;
-
-  const LinearConfig& config() const { return cfg_; }
+  using LayerCPU::LayerCPU;  // (name, LinearConfig) or (LayerArgs)
 
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;
   void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
-
- private:
-  LinearConfig cfg_;
 };
 
 }  // namespace hpmc

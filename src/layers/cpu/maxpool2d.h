@@ -7,28 +7,17 @@
 #include <string>
 
 #include "layers/layer.h"
-#include "layers/pool_spec.h"  // MaxPool2dConfig and the checks shared with the GPU layer
+#include "layers/pool_spec.h"  // MaxPool2dSpec: schema, checks and shapes shared with the GPU layer
 
 namespace hpmc {
 
-class MaxPool2dCPU : public LayerCPU {
+class MaxPool2dCPU : public LayerCPU<MaxPool2dSpec> {
  public:
-  // Throws ConfigError for kernel < 1 or stride < 0.
-  MaxPool2dCPU(std::string name, const MaxPool2dConfig& cfg);
-  const char* type() const override { return "maxpool2d"; }
-  std::string describe() const override;
-  // Throws ShapeError when the k×k window does not fit the H×W input.
-  Shape output_shape(const Shape& in) const override;
-
-  int kernel() const { return spec_.kernel; }
-  int stride() const { return spec_.stride; }  // the effective stride (never 0)
+  using LayerCPU::LayerCPU;  // (name, MaxPool2dConfig) or (LayerArgs)
 
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;
   void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
-
- private:
-  MaxPool2dSpec spec_;
 };
 
 }  // namespace hpmc

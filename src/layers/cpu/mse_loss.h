@@ -4,19 +4,15 @@
 // mse_loss_ops.h; the accumulation contract is in layers/loss.h.
 #pragma once
 
-#include "layers/loss.h"
+#include "layers/loss_spec.h"
 
 namespace hpmc {
 
-class MseLossCPU : public Loss {
- public:
-  const char* type() const override { return "mse"; }
-  Device device() const override { return Device::kCPU; }
-  bool is_classifier() const override { return false; }
-  DType target_dtype() const override { return DType::kF32; }
+class MseLossCPU : public LossCPU<MseLossSpec> {
+ protected:
   // Adds Σ per-sample loss to acc[0] (acc[1] is left alone); overwrites
   // *dpred with d(mean loss)/d pred when dpred is non-null.
-  void compute(const Tensor& pred, const Tensor& target, Tensor* dpred, Tensor& acc) override;
+  void compute_impl(const Tensor& pred, const Tensor& target, Tensor* dpred, Tensor& acc) override;
 };
 
 }  // namespace hpmc

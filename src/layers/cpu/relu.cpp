@@ -5,8 +5,6 @@
 
 namespace hpmc {
 
-ReLUCPU::ReLUCPU(std::string name) : LayerCPU(std::move(name)) {}
-
 void ReLUCPU::forward_impl(const Tensor& x, Tensor& y) {
   relu_forward(x.data<float>(), y.data<float>(), x.numel());
 }
@@ -15,5 +13,7 @@ void ReLUCPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& 
   if (!dx) return;
   relu_backward(x.data<float>(), dy.data<float>(), dx->data<float>(), x.numel());
 }
+
+HPMC_REGISTER_CPU(ReLU)
 
 }  // namespace hpmc

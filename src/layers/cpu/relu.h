@@ -4,15 +4,13 @@
 
 #include <string>
 
-#include "layers/layer.h"
+#include "layers/activation_spec.h"
 
 namespace hpmc {
 
-class ReLUCPU : public LayerCPU {
+class ReLUCPU : public LayerCPU<ReLUSpec> {
  public:
-  explicit ReLUCPU(std::string name);
-  const char* type() const override { return "relu"; }
-  Shape output_shape(const Shape& in) const override { return in; }
+  using LayerCPU::LayerCPU;  // (name) or (LayerArgs)
 
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;

@@ -5,20 +5,16 @@
 // accumulation contract is in layers/loss.h.
 #pragma once
 
-#include "layers/loss.h"
+#include "layers/loss_spec.h"
 
 namespace hpmc {
 
-class SoftmaxCrossEntropyCPU : public Loss {
- public:
-  const char* type() const override { return "softmax_cross_entropy"; }
-  Device device() const override { return Device::kCPU; }
-  bool is_classifier() const override { return true; }
-  DType target_dtype() const override { return DType::kI32; }
+class SoftmaxCrossEntropyCPU : public LossCPU<SoftmaxCrossEntropySpec> {
+ protected:
   // Adds Σ per-sample loss to acc[0] and the number of correct argmax
   // predictions to acc[1]; overwrites *dpred with d(mean loss)/d pred when
   // dpred is non-null. Throws DataError for a label outside [0, K).
-  void compute(const Tensor& pred, const Tensor& target, Tensor* dpred, Tensor& acc) override;
+  void compute_impl(const Tensor& pred, const Tensor& target, Tensor* dpred, Tensor& acc) override;
 };
 
 }  // namespace hpmc

@@ -7,15 +7,6 @@
 
 namespace hpmc {
 
-UpSample2dCPU::UpSample2dCPU(std::string name, int scale)
-    : LayerCPU(std::move(name)), scale_(upsample2d_check_scale(this->name(), scale)) {}
-
-std::string UpSample2dCPU::describe() const { return upsample2d_describe(scale_); }
-
-Shape UpSample2dCPU::output_shape(const Shape& in) const {
-  return upsample2d_output_shape(scale_, in);
-}
-
 void UpSample2dCPU::forward_impl(const Tensor& x, Tensor& y) {
   const Shape& s = x.shape();
   upsample2d_forward(x.data<float>(), y.data<float>(), int64_t(s.n) * s.c, s.h, s.w, scale_);
@@ -27,5 +18,7 @@ void UpSample2dCPU::backward_impl(const Tensor& x, const Tensor& /*y*/,
   const Shape& s = x.shape();
   upsample2d_backward(dy.data<float>(), dx->data<float>(), int64_t(s.n) * s.c, s.h, s.w, scale_);
 }
+
+HPMC_REGISTER_CPU(UpSample2d)
 
 }  // namespace hpmc

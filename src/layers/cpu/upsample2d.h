@@ -6,26 +6,17 @@
 #include <string>
 
 #include "layers/layer.h"
+#include "layers/pool_spec.h"
 
 namespace hpmc {
 
-class UpSample2dCPU : public LayerCPU {
+class UpSample2dCPU : public LayerCPU<UpSample2dSpec> {
  public:
-  // Throws ConfigError for scale < 1.
-  explicit UpSample2dCPU(std::string name, int scale = 2);
-  const char* type() const override { return "upsample2d"; }
-  std::string describe() const override;
-  Shape output_shape(const Shape& in) const override;
-
-  int scale() const { return scale_; }
-  int upsample_scale() const override { return scale_; }
+  using LayerCPU::LayerCPU;  // (name, scale) or (LayerArgs)
 
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;
   void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
-
- private:
-  int scale_;
 };
 
 }  // namespace hpmc

@@ -7,11 +7,6 @@
 
 namespace hpmc::gpu {
 
-Conv2dGPU::Conv2dGPU(std::string name, const Conv2dConfig& cfg, Family family)
-    : LayerGPU(std::move(name)), cfg_(cfg), family_(family) {
-  conv2d_check_config(this->name(), cfg_);
-}
-
 namespace {
 
 // The share of the unfolded multiply-adds that the upsample fold runs: a 2×2
@@ -108,5 +103,7 @@ void Conv2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor
   }
   throw RuntimeError(str("conv2d '", name(), "': unknown kernel family ", int(family_)));
 }
+
+HPMC_REGISTER_GPU(Conv2d)
 
 }  // namespace hpmc::gpu

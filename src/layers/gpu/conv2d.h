@@ -1,5 +1,5 @@
 // conv2d.h — the GPU 2-d convolution layer: the same layer as Conv2dCPU
-// (config, validation, shapes and parameters all from conv2d_spec.h) running
+// (schema, config, validation, shapes and parameters all from Conv2dSpec) running
 // one kernel family of conv2d_kernels.h on device tensors. No CUDA types.
 //
 // forward   family::conv2d_forward (y overwritten); im2col with a fused ReLU:
@@ -26,16 +26,17 @@
 
 namespace hpmc::gpu {
 
-class Conv2dGPU : public LayerGPU {
+class Conv2dGPU : public LayerGPU<Conv2dSpec> {
  public:
   // Throws ConfigError for an invalid config (see conv2d_check_config).
-  Conv2dGPU(std::string name, const Conv2dConfig& cfg, Family family);
+  Conv2dGPU(std::string name, const Conv2dConfig& cfg, Family family)
+      : LayerGPU(std::move(name), cfg), family_(family) {}
+  // The family that args.impl names.
+  explicit Conv2dGPU(const LayerArgs& args)
+      : LayerGPU(args), family_(family_of(args.impl, args.name)) {}
 
-  const char* type() const override { return "conv2d"; }
   const char* impl() const override { return family_name(family_); }
   std::string describe() const override;
-  Shape output_shape(const Shape& in) const override { return conv2d_output_shape(cfg_, in); }
-  std::vector<ParamSpec> param_specs() const override { return conv2d_param_specs(cfg_); }
   // `in` is the input shape the layer was built for (the upsampled one when an
   // upsample is folded in). Folded, the passes run the multiply-adds they
   // actually execute: each output pixel of a 3×3 pad-1 convolution of a ×2
@@ -51,9 +52,7 @@ class Conv2dGPU : public LayerGPU {
   // upconv_backward_data (layer.h). Declined otherwise.
   bool fuse_relu_backward() override;
 
-  const Conv2dConfig& config() const { return cfg_; }
   Family family() const { return family_; }
-  Conv2dShape conv_shape(const Shape& in) const { return conv2d_shape(cfg_, in); }
 
  protected:
   // im2col, scale 2, and implicit::upconv_applies to this conv on the
@@ -67,7 +66,6 @@ class Conv2dGPU : public LayerGPU {
   // when an upsample is folded in (x is then the low-resolution input).
   Conv2dShape run_shape(const Tensor& x) const;
 
-  Conv2dConfig cfg_;
   Family family_;
   bool relu_ = false;       // forward writes relu(y)
   bool relu_mask_ = false;  // folded backward applies the mask x > 0 to dx

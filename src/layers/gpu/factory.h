@@ -1,31 +1,15 @@
-// factory.h — how the rest of hpmc creates GPU layers, losses and kernels
-// without seeing any CUDA type. Implemented in src/layers/gpu/*.cu; a build
-// without CUDA links factory_nocuda.cpp instead, whose functions throw a
-// RuntimeError that says the binary has no GPU support.
+// factory.h — the GPU kernels the rest of hpmc calls without seeing any CUDA
+// type (GPU layers and losses are created through the registry,
+// model/registry.h, which gpu::register_layers() fills). Implemented in
+// src/layers/gpu/*.cu; a build without CUDA links factory_nocuda.cpp instead,
+// whose functions throw a UsageError that says the binary has no GPU support.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "layers/conv2d_spec.h"
-#include "layers/cpu/maxpool2d.h"
-#include "layers/layer.h"
-#include "layers/linear_spec.h"
-#include "layers/loss.h"
-#include "model/impl.h"
-
 namespace hpmc::gpu {
-
-// impl is kNaive, kTiled or kIm2col: the Conv2D and GEMM kernels to use.
-LayerPtr make_conv2d(const std::string& name, const Conv2dConfig& cfg, Impl impl);
-LayerPtr make_linear(const std::string& name, const LinearConfig& cfg, Impl impl);
-LayerPtr make_relu(const std::string& name);
-LayerPtr make_maxpool2d(const std::string& name, const MaxPool2dConfig& cfg);
-LayerPtr make_upsample2d(const std::string& name, int scale);
-LayerPtr make_flatten(const std::string& name);
-LossPtr make_mse_loss();
-LossPtr make_softmax_ce_loss();
 
 // SGD over the whole device buffers (PyTorch semantics, see model/sgd.h).
 void sgd_step(float* params, const float* grads, float* momentum, size_t n, float lr,

@@ -1,10 +1,13 @@
-// factory_nocuda.cpp — the GPU factory in a build without CUDA: every call
-// says that this binary has no GPU support and how to get one.
+// factory_nocuda.cpp — the GPU side in a build without CUDA: the layer
+// registration stub attaches no GPU creator (so the registry says that this
+// binary has no GPU support when a GPU layer is asked for), and every kernel
+// entry point says so and how to get one.
 #ifndef HPMC_WITH_CUDA
 
 #include "core/error.h"
 #include "layers/gpu/factory.h"
 #include "layers/gpu/mlp_step.h"
+#include "model/registry.h"
 
 namespace hpmc::gpu {
 
@@ -16,20 +19,7 @@ namespace {
 }
 }  // namespace
 
-LayerPtr make_conv2d(const std::string& name, const Conv2dConfig&, Impl impl) {
-  no_gpu(str("layer '", name, "' (conv2d) with --impl ", impl_name(impl)));
-}
-LayerPtr make_linear(const std::string& name, const LinearConfig&, Impl impl) {
-  no_gpu(str("layer '", name, "' (linear) with --impl ", impl_name(impl)));
-}
-LayerPtr make_relu(const std::string& name) { no_gpu(str("layer '", name, "' (relu)")); }
-LayerPtr make_maxpool2d(const std::string& name, const MaxPool2dConfig&) {
-  no_gpu(str("layer '", name, "' (maxpool2d)"));
-}
-LayerPtr make_upsample2d(const std::string& name, int) { no_gpu(str("layer '", name, "' (upsample2d)")); }
-LayerPtr make_flatten(const std::string& name) { no_gpu(str("layer '", name, "' (flatten)")); }
-LossPtr make_mse_loss() { no_gpu("the mse loss on the GPU"); }
-LossPtr make_softmax_ce_loss() { no_gpu("the softmax_cross_entropy loss on the GPU"); }
+void register_layers(LayerRegistry&) {}
 void sgd_step(float*, const float*, float*, size_t, float, float, float) { no_gpu("SGD on the GPU"); }
 void gather_batch(const uint8_t*, const int32_t*, size_t, const int32_t*, int, float*, int32_t*) {
   no_gpu("batch gathering on the GPU");

@@ -46,11 +46,6 @@ GemmFn gemm_of(Family f) {
 
 }  // namespace
 
-LinearGPU::LinearGPU(std::string name, const LinearConfig& cfg, Family family)
-    : LayerGPU(std::move(name)), cfg_(cfg), family_(family) {
-  linear_check_config(this->name(), cfg_);
-}
-
 void LinearGPU::forward_impl(const Tensor& x, Tensor& y) {
   const int n = x.shape().n, in = cfg_.in_features, out = cfg_.out_features;
   float* yp = y.data<float>();
@@ -78,5 +73,7 @@ void LinearGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor
   // dX [n, in] = dY · W
   if (dx) gemm(false, false, n, in, out, dyp, out, param(0), in, dx->data<float>(), in, false);
 }
+
+HPMC_REGISTER_GPU(Linear)
 
 }  // namespace hpmc::gpu

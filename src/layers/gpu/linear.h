@@ -1,5 +1,5 @@
 // linear.h — the GPU fully connected layer: the same layer as LinearCPU
-// (config, validation, shapes and parameters from linear_spec.h) running the
+// (schema, config, validation, shapes and parameters from LinearSpec) running the
 // gemm of one kernel family of conv2d_kernels.h. No CUDA types.
 //
 // x [N, in], W [out, in], b [out], y [N, out] (row-major device arrays):
@@ -17,22 +17,16 @@
 
 namespace hpmc::gpu {
 
-class LinearGPU : public LayerGPU {
+class LinearGPU : public LayerGPU<LinearSpec> {
  public:
   // Throws ConfigError for an invalid config (see linear_check_config).
-  LinearGPU(std::string name, const LinearConfig& cfg, Family family);
+  LinearGPU(std::string name, const LinearConfig& cfg, Family family)
+      : LayerGPU(std::move(name), cfg), family_(family) {}
+  // The family that args.impl names.
+  explicit LinearGPU(const LayerArgs& args)
+      : LayerGPU(args), family_(family_of(args.impl, args.name)) {}
 
-  const char* type() const override { return "linear"; }
   const char* impl() const override { return family_name(family_); }
-  std::string describe() const override { return linear_describe(cfg_); }
-  Shape output_shape(const Shape& in) const override { return linear_output_shape(cfg_, in); }
-  std::vector<ParamSpec> param_specs() const override { return linear_param_specs(cfg_); }
-  double forward_flops(const Shape& in) const override { return linear_forward_flops(cfg_, in); }
-  double backward_flops(const Shape& in, bool input_grad) const override {
-    return linear_backward_flops(cfg_, in, input_grad);
-  }
-
-  const LinearConfig& config() const { return cfg_; }
   Family family() const { return family_; }
 
  protected:
@@ -40,7 +34,6 @@ class LinearGPU : public LayerGPU {
   void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 
  private:
-  LinearConfig cfg_;
   Family family_;
 };
 

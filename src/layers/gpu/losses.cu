@@ -156,22 +156,6 @@ __global__ void loss_reduce_kernel(const double* __restrict__ loss, const int* _
   }
 }
 
-// ---- argument checks (as the CPU losses', naming the GPU) ---------------------------
-
-void check_gpu(const char* loss, const Tensor& t, DType dtype, const char* what) {
-  HPMC_CHECK(t.defined(), loss, ": ", what, " is not allocated");
-  HPMC_CHECK(t.device() == Device::kGPU, loss, " (gpu): ", what, " is on ",
-             device_name(t.device()));
-  HPMC_CHECK(t.dtype() == dtype, loss, ": ", what, " is ", dtype_name(t.dtype()), ", expected ",
-             dtype_name(dtype));
-}
-
-void check_acc(const char* loss, const Tensor& acc) {
-  check_gpu(loss, acc, DType::kF64, "accumulator");
-  HPMC_CHECK(acc.shape() == Shape(2, 1, 1, 1), loss, ": accumulator has shape ",
-             acc.shape().str(), ", expected (2, 1, 1, 1)");
-}
-
 // Grow-only device workspace of `n` per-sample doubles (and ints).
 void ensure(Tensor& t, int n, DType dtype) {
   if (t.defined() && t.capacity() >= size_t(n)) {
@@ -194,19 +178,8 @@ struct MseLossGPU::State {
 MseLossGPU::MseLossGPU() : st_(std::make_unique<State>()) {}
 MseLossGPU::~MseLossGPU() = default;
 
-void MseLossGPU::compute(const Tensor& pred, const Tensor& target, Tensor* dpred, Tensor& acc) {
-  const char* L = "mse";
-  check_gpu(L, pred, DType::kF32, "prediction");
-  check_gpu(L, target, DType::kF32, "target");
-  HPMC_CHECK(target.shape() == pred.shape(), "mse: target shape ", target.shape().str(),
-             " does not match prediction shape ", pred.shape().str());
-  if (dpred) {
-    check_gpu(L, *dpred, DType::kF32, "prediction gradient");
-    HPMC_CHECK(dpred->shape() == pred.shape(), "mse: prediction gradient shape ",
-               dpred->shape().str(), " does not match prediction shape ", pred.shape().str());
-  }
-  check_acc(L, acc);
-
+void MseLossGPU::compute_impl(const Tensor& pred, const Tensor& target, Tensor* dpred,
+                              Tensor& acc) {
   const Shape& s = pred.shape();
   const int n = s.n;
   const size_t per = s.per_sample();
@@ -251,24 +224,9 @@ void SoftmaxCrossEntropyGPU::check_status() {
                       "on the GPU; that batch's loss is NaN)"));
 }
 
-void SoftmaxCrossEntropyGPU::compute(const Tensor& pred, const Tensor& target, Tensor* dpred,
-                                     Tensor& acc) {
-  const char* L = "softmax_cross_entropy";
-  check_gpu(L, pred, DType::kF32, "prediction");
-  check_gpu(L, target, DType::kI32, "target");
+void SoftmaxCrossEntropyGPU::compute_impl(const Tensor& pred, const Tensor& target,
+                                          Tensor* dpred, Tensor& acc) {
   const Shape& s = pred.shape();
-  HPMC_CHECK(s.h == 1 && s.w == 1 && s.c >= 1, "softmax_cross_entropy: prediction has shape ",
-             s.str(), ", expected logits (N, K, 1, 1)");
-  HPMC_CHECK(target.shape() == Shape(s.n, 1, 1, 1), "softmax_cross_entropy: target shape ",
-             target.shape().str(), " does not match prediction shape ", s.str(),
-             "; expected labels (", s.n, ", 1, 1, 1)");
-  if (dpred) {
-    check_gpu(L, *dpred, DType::kF32, "prediction gradient");
-    HPMC_CHECK(dpred->shape() == s, "softmax_cross_entropy: prediction gradient shape ",
-               dpred->shape().str(), " does not match prediction shape ", s.str());
-  }
-  check_acc(L, acc);
-
   const int n = s.n, k = s.c;
   if (n <= 0) return;  // adds 0, writes nothing (as the CPU)
   State& st = *st_;
@@ -289,5 +247,8 @@ void SoftmaxCrossEntropyGPU::compute(const Tensor& pred, const Tensor& target, T
                                           st.status.data<int32_t>());
   HPMC_CUDA_LAUNCH_CHECK("softmax_cross_entropy reduction kernel");
 }
+
+HPMC_REGISTER_LOSS_GPU(MseLoss)
+HPMC_REGISTER_LOSS_GPU(SoftmaxCrossEntropy)
 
 }  // namespace hpmc::gpu

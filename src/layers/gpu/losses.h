@@ -3,8 +3,8 @@
 // acc[0] += Σ per-sample losses, acc[1] += correct count for a classifier;
 // dpred, when non-null, is overwritten with d(mean loss)/d pred). No CUDA type
 // appears here; the kernels live in losses.cu, and a CUDA-less build never
-// compiles or links these classes (make_mse_loss/make_softmax_ce_loss in
-// factory.h are the way in).
+// compiles or links these classes (the loss registry, model/registry.h, is
+// the way in). Argument checks are Loss::compute's, as for every loss.
 //
 // Every call runs on the default stream without any host synchronisation:
 //   1. a per-sample kernel writes each sample's loss (double) — and, for the
@@ -34,42 +34,38 @@
 
 #include <memory>
 
-#include "layers/loss.h"
+#include "layers/loss_spec.h"
 
 namespace hpmc::gpu {
 
-class MseLossGPU : public Loss {
+class MseLossGPU : public LossGPU<MseLossSpec> {
  public:
   MseLossGPU();
   ~MseLossGPU() override;
-  const char* type() const override { return "mse"; }
-  Device device() const override { return Device::kGPU; }
-  bool is_classifier() const override { return false; }
-  DType target_dtype() const override { return DType::kF32; }
+
+ protected:
   // Adds Σ per-sample loss to acc[0] (acc[1] is left alone); overwrites
   // *dpred with 2 (p − t) / (N · per_sample) when dpred is non-null.
-  void compute(const Tensor& pred, const Tensor& target, Tensor* dpred, Tensor& acc) override;
+  void compute_impl(const Tensor& pred, const Tensor& target, Tensor* dpred, Tensor& acc) override;
 
  private:
   struct State;
   std::unique_ptr<State> st_;
 };
 
-class SoftmaxCrossEntropyGPU : public Loss {
+class SoftmaxCrossEntropyGPU : public LossGPU<SoftmaxCrossEntropySpec> {
  public:
   SoftmaxCrossEntropyGPU();
   ~SoftmaxCrossEntropyGPU() override;
-  const char* type() const override { return "softmax_cross_entropy"; }
-  Device device() const override { return Device::kGPU; }
-  bool is_classifier() const override { return true; }
-  DType target_dtype() const override { return DType::kI32; }
-  // Adds Σ per-sample loss to acc[0] and the number of correct argmax
-  // predictions (first maximum on ties) to acc[1]; overwrites *dpred with
-  // (softmax − onehot) / N when dpred is non-null.
-  void compute(const Tensor& pred, const Tensor& target, Tensor* dpred, Tensor& acc) override;
   // Throws DataError (once) if a call since the last check saw a label
   // outside [0, K) (see above).
   void check_status() override;
+
+ protected:
+  // Adds Σ per-sample loss to acc[0] and the number of correct argmax
+  // predictions (first maximum on ties) to acc[1]; overwrites *dpred with
+  // (softmax − onehot) / N when dpred is non-null.
+  void compute_impl(const Tensor& pred, const Tensor& target, Tensor* dpred, Tensor& acc) override;
 
  private:
   struct State;

@@ -367,8 +367,6 @@ __global__ void upsample2x_backward_kernel(const float* __restrict__ dy, float* 
 
 // ---- the layers ------------------------------------------------------------------
 
-ReLUGPU::ReLUGPU(std::string name) : LayerGPU(std::move(name)) {}
-
 void ReLUGPU::forward_impl(const Tensor& x, Tensor& y) {
   const size_t n = x.numel();
   if (n == 0) return;
@@ -401,9 +399,6 @@ void ReLUGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& 
   HPMC_CUDA_LAUNCH_CHECK("relu backward kernel");
 }
 
-MaxPool2dGPU::MaxPool2dGPU(std::string name, const MaxPool2dConfig& cfg)
-    : LayerGPU(std::move(name)), spec_(maxpool2d_spec(this->name(), cfg)) {}
-
 void MaxPool2dGPU::forward_impl(const Tensor& x, Tensor& y) {
   // Layer::forward has checked x and y against output_shape(), which throws
   // unless the window fits (so oh, ow ≥ 1).
@@ -419,7 +414,7 @@ void MaxPool2dGPU::forward_impl(const Tensor& x, Tensor& y) {
                                                            FastDiv(s.w / 4), s.w);
   } else {
     maxpool_forward_kernel<<<grid_for(total), kBlock>>>(xp, yp, total, s.h, s.w, o.h, o.w,
-                                                        spec_.kernel, spec_.stride);
+                                                        win_.kernel, win_.stride);
   }
   HPMC_CUDA_LAUNCH_CHECK("maxpool2d forward kernel");
 }
@@ -438,12 +433,12 @@ void MaxPool2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Ten
     const size_t quads = outs / 2;
     maxpool2x2_backward_kernel<<<grid_for(quads), kBlock>>>(xp, dyp, dxp, unsigned(quads),
                                                             FastDiv(s.w / 4), s.w, relu_);
-  } else if (spec_.stride >= spec_.kernel && outs > 0) {
+  } else if (win_.stride >= win_.kernel && outs > 0) {
     maxpool_backward_cells_kernel<<<grid_for(outs), kBlock>>>(
-        xp, dyp, dxp, outs, s.h, s.w, o.h, o.w, spec_.kernel, spec_.stride, relu_);
+        xp, dyp, dxp, outs, s.h, s.w, o.h, o.w, win_.kernel, win_.stride, relu_);
   } else {
     maxpool_backward_kernel<<<grid_for(total), kBlock>>>(xp, dyp, dxp, total, s.h, s.w, o.h, o.w,
-                                                         spec_.kernel, spec_.stride, relu_);
+                                                         win_.kernel, win_.stride, relu_);
   }
   HPMC_CUDA_LAUNCH_CHECK("maxpool2d backward kernel");
 }
@@ -453,12 +448,9 @@ void MaxPool2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Ten
 // aligned, and a thread count that fits the 32-bit index.
 bool MaxPool2dGPU::fast_2x2(const Shape& in, const float* a, const float* b,
                             const float* c) const {
-  return spec_.kernel == 2 && spec_.stride == 2 && in.h % 2 == 0 && in.w % 4 == 0 &&
+  return win_.kernel == 2 && win_.stride == 2 && in.h % 2 == 0 && in.w % 4 == 0 &&
          aligned16(a) && aligned16(b) && (!c || aligned16(c)) && in.count() / 8 < kMaxVecItems;
 }
-
-UpSample2dGPU::UpSample2dGPU(std::string name, int scale)
-    : LayerGPU(std::move(name)), scale_(upsample2d_check_scale(this->name(), scale)) {}
 
 void UpSample2dGPU::forward_impl(const Tensor& x, Tensor& y) {
   const Shape& s = x.shape();
@@ -502,8 +494,6 @@ bool UpSample2dGPU::fast_2x(const Shape& in, const float* a, const float* b) con
          in.count() / 2 < kMaxVecItems;
 }
 
-FlattenGPU::FlattenGPU(std::string name) : LayerGPU(std::move(name)) {}
-
 // Copies rather than views, as FlattenCPU: the model owns each activation
 // buffer, and the layer contract writes y and dx.
 void FlattenGPU::forward_impl(const Tensor& x, Tensor& y) {
@@ -521,5 +511,10 @@ void FlattenGPU::backward_impl(const Tensor& /*x*/, const Tensor& /*y*/, const T
   HPMC_CUDA_CHECK(cudaMemcpyAsync(dx->data<float>(), dy.data<float>(), bytes,
                                   cudaMemcpyDeviceToDevice, 0));
 }
+
+HPMC_REGISTER_GPU(ReLU)
+HPMC_REGISTER_GPU(MaxPool2d)
+HPMC_REGISTER_GPU(UpSample2d)
+HPMC_REGISTER_GPU(Flatten)
 
 }  // namespace hpmc::gpu

@@ -27,41 +27,32 @@
 // The common shapes (ReLU always, MaxPool 2×2 stride 2, UpSample ×2) run
 // float4 kernels with the same arithmetic; simple_layers.cu lists them.
 //   Flatten    a device-to-device copy (forward y ← x, backward dx ← dy).
-// Shapes, config checks and describe() come from layers/pool_spec.h, shared
-// with the CPU classes. All kernels run on the default stream; dx is
-// overwritten and a null dx skips the backward pass (layer.h).
+// Schemas, shapes, config checks and describe() come from the spec classes
+// (layers/pool_spec.h, layers/activation_spec.h), shared with the CPU
+// classes. All kernels run on the default stream; dx is overwritten and a
+// null dx skips the backward pass (layer.h).
 #pragma once
 
 #include <string>
 
+#include "layers/activation_spec.h"
 #include "layers/layer.h"
 #include "layers/pool_spec.h"
 
 namespace hpmc::gpu {
 
-class ReLUGPU : public LayerGPU {
+class ReLUGPU : public LayerGPU<ReLUSpec> {
  public:
-  explicit ReLUGPU(std::string name);
-  const char* type() const override { return "relu"; }
-  const char* impl() const override { return "gpu"; }
-  Shape output_shape(const Shape& in) const override { return in; }
+  using LayerGPU::LayerGPU;
 
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;
   void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 };
 
-class MaxPool2dGPU : public LayerGPU {
+class MaxPool2dGPU : public LayerGPU<MaxPool2dSpec> {
  public:
-  // Throws ConfigError for kernel < 1 or stride < 0 (as MaxPool2dCPU).
-  MaxPool2dGPU(std::string name, const MaxPool2dConfig& cfg);
-  const char* type() const override { return "maxpool2d"; }
-  const char* impl() const override { return "gpu"; }
-  std::string describe() const override { return maxpool2d_describe(spec_); }
-  Shape output_shape(const Shape& in) const override { return maxpool2d_output_shape(spec_, in); }
-
-  int kernel() const { return spec_.kernel; }
-  int stride() const { return spec_.stride; }
+  using LayerGPU::LayerGPU;
 
   // The ReLU before this layer: backward writes x > 0 ? dx : 0 (layer.h).
   bool fuse_relu_backward() override {
@@ -78,23 +69,12 @@ class MaxPool2dGPU : public LayerGPU {
   // tensors (c may be null); simple_layers.cu.
   bool fast_2x2(const Shape& in, const float* a, const float* b, const float* c) const;
 
-  MaxPool2dSpec spec_;
   bool relu_ = false;  // backward applies the preceding ReLU's mask
 };
 
-class UpSample2dGPU : public LayerGPU {
+class UpSample2dGPU : public LayerGPU<UpSample2dSpec> {
  public:
-  // Throws ConfigError for scale < 1 (as UpSample2dCPU).
-  UpSample2dGPU(std::string name, int scale);
-  const char* type() const override { return "upsample2d"; }
-  const char* impl() const override { return "gpu"; }
-  std::string describe() const override { return upsample2d_describe(scale_); }
-  Shape output_shape(const Shape& in) const override {
-    return upsample2d_output_shape(scale_, in);
-  }
-
-  int scale() const { return scale_; }
-  int upsample_scale() const override { return scale_; }
+  using LayerGPU::LayerGPU;
 
   // The ReLU before this layer: backward writes x > 0 ? dx : 0 (layer.h).
   bool fuse_relu_backward() override {
@@ -110,16 +90,12 @@ class UpSample2dGPU : public LayerGPU {
   // Whether the scale-2 vector kernels take input shape `in` with these tensors.
   bool fast_2x(const Shape& in, const float* a, const float* b) const;
 
-  int scale_;
   bool relu_ = false;  // backward applies the preceding ReLU's mask
 };
 
-class FlattenGPU : public LayerGPU {
+class FlattenGPU : public LayerGPU<FlattenSpec> {
  public:
-  explicit FlattenGPU(std::string name);
-  const char* type() const override { return "flatten"; }
-  const char* impl() const override { return "gpu"; }
-  Shape output_shape(const Shape& in) const override { return flatten_output_shape(in); }
+  using LayerGPU::LayerGPU;
 
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;

@@ -1,0 +1,54 @@
+// reference.cpp — the layer and loss reference from the schemas.
+#include "cli/reference.h"
+
+#include <algorithm>
+#include <ostream>
+
+#include "model/registry.h"
+
+namespace hpmc {
+
+void print_reference_text(std::ostream& out, const char* indent) {
+  const LayerRegistry& reg = LayerRegistry::builtin();
+  size_t name_w = 0, type_w = 0;
+  for (const LayerType& t : reg.types())
+    for (const KeySpec& k : t.schema->keys) {
+      name_w = std::max(name_w, k.name.size());
+      type_w = std::max(type_w, k.type_text().size());
+    }
+  out << indent << "layer types (model.layers[].type; every layer also takes name and impl):\n";
+  for (const LayerType& t : reg.types()) {
+    out << indent << "  " << t.schema->type << ": " << t.schema->doc << "\n";
+    for (const KeySpec& k : t.schema->keys)
+      out << indent << "      " << k.name << std::string(name_w + 2 - k.name.size(), ' ')
+          << k.type_text() << std::string(type_w + 2 - k.type_text().size(), ' ')
+          << "default " << k.default_text() << "; " << k.doc << "\n";
+  }
+  out << indent << "losses (model.loss):\n";
+  for (const LossType& t : reg.losses())
+    out << indent << "  " << t.schema->type << ": " << t.schema->doc
+        << (t.schema->classifier ? " [labels]" : " [reconstruction]") << "\n";
+}
+
+void print_reference_markdown(std::ostream& out) {
+  const LayerRegistry& reg = LayerRegistry::builtin();
+  out << "Every layer takes `type`, an optional `name` (default: the type and its position, "
+         "e.g. `conv2d1`) and an optional `impl` (another implementation on the same device).\n";
+  for (const LayerType& t : reg.types()) {
+    out << "\n**`" << t.schema->type << "`** — " << t.schema->doc << "\n";
+    if (t.schema->keys.empty()) {
+      out << "\nNo keys.\n";
+      continue;
+    }
+    out << "\n| key | type | default | meaning |\n| --- | --- | --- | --- |\n";
+    for (const KeySpec& k : t.schema->keys)
+      out << "| `" << k.name << "` | " << k.type_text() << " | " << k.default_text() << " | "
+          << k.doc << " |\n";
+  }
+  out << "\n**Losses** (`model.loss`):\n\n| loss | target | meaning |\n| --- | --- | --- |\n";
+  for (const LossType& t : reg.losses())
+    out << "| `" << t.schema->type << "` | " << (t.schema->classifier ? "labels" : "input image")
+        << " | " << t.schema->doc << " |\n";
+}
+
+}  // namespace hpmc

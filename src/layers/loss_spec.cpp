@@ -1,0 +1,41 @@
+// loss_spec.cpp — the losses' schemas and fit rules.
+#include "layers/loss_spec.h"
+
+#include "core/error.h"
+
+namespace hpmc {
+
+std::string fit_reconstruction(const char* loss, const Shape& in, const Shape& out) {
+  if (out.same_sample(in)) return "";
+  return str("loss ", loss, " compares the output with the input, but the model maps ",
+             in.sample_str(), " to ", out.sample_str(), "; the last layer must give ",
+             in.sample_str());
+}
+
+const LossSchema& MseLossSpec::static_schema() {
+  static const LossSchema s{
+      LossKind::kMseLoss, "mse",
+      "mean squared error between the output and the input image (nn.MSELoss)", false,
+      [](const Shape& in, const Shape& out, int) { return fit_reconstruction("mse", in, out); }};
+  return s;
+}
+
+HPMC_REGISTER_LOSS_SPEC(MseLoss)
+
+const LossSchema& SoftmaxCrossEntropySpec::static_schema() {
+  static const LossSchema s{
+      LossKind::kSoftmaxCrossEntropy, "softmax_cross_entropy",
+      "softmax over the logits, then the mean negative log-likelihood of the labels "
+      "(nn.CrossEntropyLoss)",
+      true, [](const Shape&, const Shape& out, int classes) -> std::string {
+        if (out.h == 1 && out.w == 1 && out.c == classes) return "";
+        return str("loss softmax_cross_entropy needs ", classes, " logits per sample (the "
+                   "dataset has ", classes, " classes), but the model gives ", out.sample_str(),
+                   "; end with a linear layer of out_features: ", classes);
+      }};
+  return s;
+}
+
+HPMC_REGISTER_LOSS_SPEC(SoftmaxCrossEntropy)
+
+}  // namespace hpmc
