@@ -460,13 +460,12 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
     cfg.resolved["model"] = mr;
   }
   {
+    redirect_lr_override(root, src);  // --lr into training.optimizer.lr
     MapReader t(top.get_node("training"), "training", src);
     auto& tr = cfg.training;
     tr.epochs = t.get_int("epochs", tr.epochs, 1, 1000000);
     tr.batch_size = t.get_int("batch_size", tr.batch_size, 1, 1 << 20);
-    tr.lr = t.get_float("lr", tr.lr, 0.0, 1e6);
-    tr.momentum = t.get_float("momentum", tr.momentum, 0.0, 0.999999);
-    tr.weight_decay = t.get_float("weight_decay", tr.weight_decay, 0.0, 1e6);
+    read_optim_config(t, src, tr.optimizer, tr.schedule, tr.clip_grad_norm);
     tr.seed = t.get_u64("seed", tr.seed);
     tr.shuffle = t.get_bool("shuffle", tr.shuffle);
     tr.threads = t.get_int("threads", tr.threads, 0, 4096);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "data/augment.h"
+#include "optim/optim_config.h"
 
 namespace hpmc {
 
@@ -91,9 +92,11 @@ struct DataConfig {
 struct TrainingConfig {
   int epochs = 1;
   int batch_size = 64;
-  double lr = 0.01;
-  double momentum = 0.0;
-  double weight_decay = 0.0;
+  // training.optimizer (or the flat lr / momentum / weight_decay: sgd),
+  // training.schedule, training.clip_grad_norm (0: off): optim/optim_config.h
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  double clip_grad_norm = 0.0;
   uint64_t seed = 1;
   bool shuffle = true;
   int threads = 0;  // CPU threads; 0: OMP_NUM_THREADS or every core

@@ -8,9 +8,12 @@
 // cross-entropy on at most 32 classes, every training label in range, and
 // neither training.input_noise nor data.augment (the kernel gathers its own
 // batch). Anything else trains layer by layer, as does every model with
-// training.fuse: false. Both paths read and write the same parameter,
-// gradient and momentum buffers, so checkpoints, evaluation and resuming do
-// not care which one ran.
+// training.fuse: false. The kernel's update is SGD (momentum, weight decay,
+// the schedule's learning rate passed per step); Adam, AdamW, Nesterov
+// momentum and gradient clipping train layer by layer (fused_optimizer_refusal
+// says why). Both paths read and write the same parameter, gradient and
+// momentum buffers (the last the SGD optimizer's state), so checkpoints,
+// evaluation and resuming do not care which one ran.
 #pragma once
 
 #include <memory>
@@ -19,6 +22,7 @@
 #include "data/dataset.h"
 #include "model/config.h"
 #include "model/model.h"
+#include "optim/optimizer.h"
 
 namespace hpmc {
 
@@ -31,17 +35,21 @@ class MlpStep;
 // Looks at the model, the training config and the training labels only.
 std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
                                const Dataset& train);
+// The part of it that concerns the optimizer, schedule and clipping alone:
+// why the fused kernel cannot apply cfg's update, or "".
+std::string fused_optimizer_refusal(const TrainingConfig& cfg);
 
 class FusedStep {
  public:
-  // The fused step for batches up to max_batch; call only when
-  // fused_step_refusal() gave "".
-  FusedStep(Model& model, const TrainingConfig& cfg, int max_batch);
+  // The fused step for batches up to max_batch, updating the model's
+  // parameters and `opt`'s momentum (an Sgd); call only when
+  // fused_step_refusal() gave "". The caller counts the optimizer's steps.
+  FusedStep(Model& model, Optimizer& opt, const TrainingConfig& cfg, int max_batch);
   ~FusedStep();
 
   // One step on order[begin, begin + n) of the feeder's epoch order (the
-  // feeder's dataset on the GPU); acc += {Σ loss, Σ correct}.
-  void run(const BatchFeeder& feed, int begin, int n, Tensor& acc);
+  // feeder's dataset on the GPU) at learning rate lr; acc += {Σ loss, Σ correct}.
+  void run(const BatchFeeder& feed, int begin, int n, Tensor& acc, double lr);
 
  private:
   std::unique_ptr<gpu::MlpStep> step_;

@@ -18,6 +18,7 @@
 #include "data/augment.h"
 #include "model/batches.h"
 #include "model/fused_step.h"
+#include "model/registry.h"
 
 namespace hpmc {
 
@@ -80,24 +81,42 @@ EvalResult evaluate(Model& model, BatchFeeder& feed, int batch_size) {
   Tensor acc = Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model.device());
   Loss& loss = model.loss();
   const bool lab = wants_labels(loss);
+  // An autoencoder trained with another loss also reports its MSE.
+  LossPtr mse = !lab && loss.kind() != LossKind::kMseLoss ? make_loss("mse", model.impl()) : nullptr;
+  Tensor mse_acc = mse ? Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model.device()) : Tensor();
   for (int b = 0; b < r.samples; b += batch_size) {
     int n = std::min(batch_size, r.samples - b);
     feed.load(b, n);
     const Tensor& pred = model.forward(feed.x());
     loss.compute(pred, lab ? feed.labels() : feed.x(), nullptr, acc);
+    if (mse) mse->compute(pred, feed.x(), nullptr, mse_acc);
   }
   loss.check_status();
   double a[2];
   read_acc(acc, a);
   r.loss = a[0] / r.samples;
   if (loss.is_classifier()) r.accuracy = a[1] / r.samples;
+  if (mse) {
+    read_acc(mse_acc, a);
+    r.mse = a[0] / r.samples;
+  }
   return r;
 }
 
-Trainer::Trainer(Model& model, const TrainingConfig& cfg) : model_(model), cfg_(cfg) {
-  sgd_.lr = float(cfg.lr);
-  sgd_.momentum = float(cfg.momentum);
-  sgd_.weight_decay = float(cfg.weight_decay);
+Trainer::Trainer(Model& model, const TrainingConfig& cfg)
+    : model_(model), cfg_(cfg), opt_(make_optimizer(cfg.optimizer, model.params())) {
+  if (cfg.clip_grad_norm > 0) clip_ = std::make_unique<GradClipper>(cfg.clip_grad_norm);
+}
+
+void Trainer::set_run_steps(int64_t steps) {
+  if (steps == run_steps_ && schedule_) return;
+  run_steps_ = steps;
+  schedule_.reset();
+}
+
+double Trainer::next_lr() {
+  if (!schedule_) schedule_ = std::make_unique<Schedule>(cfg_.schedule, cfg_.optimizer.lr, run_steps_);
+  return schedule_->lr(opt_->steps());
 }
 
 Trainer::~Trainer() = default;
@@ -106,7 +125,8 @@ void Trainer::prepare_fused(const BatchFeeder& feed) {
   if (fused_feed_ == &feed) return;
   fused_.reset();
   fused_refusal_ = fused_step_refusal(model_, cfg_, feed.data());
-  if (fused_refusal_.empty()) fused_ = std::make_unique<FusedStep>(model_, cfg_, feed.max_batch());
+  if (fused_refusal_.empty())
+    fused_ = std::make_unique<FusedStep>(model_, *opt_, cfg_, feed.max_batch());
   fused_feed_ = &feed;
 }
 
@@ -120,7 +140,8 @@ void Trainer::train_batch(BatchFeeder& feed, int begin, int n, Tensor& acc) {
   prepare_fused(feed);
   if (fused_) {
     ProfileScope scope(profiler_, "fused step");
-    fused_->run(feed, begin, n, acc);
+    fused_->run(feed, begin, n, acc, next_lr());
+    opt_->count_step();
     return;
   }
   {
@@ -165,8 +186,13 @@ void Trainer::step(const Tensor& x, const Tensor& target, Tensor& acc) {
     model_.loss().compute(pred, target, &dpred, acc);
   }
   model_.backward(*in, dpred);
-  ProfileScope scope(profiler_, "sgd");
-  sgd_step(model_.params(), sgd_);
+  if (clip_) {
+    ProfileScope scope(profiler_, "clip_grad_norm");
+    clip_->clip(model_.params());
+  }
+  const double lr = next_lr();
+  ProfileScope scope(profiler_, opt_->type());
+  opt_->step(lr);
 }
 
 int Trainer::steps_per_epoch(int n) const {
@@ -182,8 +208,8 @@ void Trainer::sync_loss(TrainState& state) {
   state.correct = a[1];
   if (!std::isfinite(a[0]))
     throw DivergedError(str("the training loss became ", a[0], " in epoch ", state.epoch + 1,
-                            " by step ", state.step, "; lower training.lr (now ", cfg_.lr,
-                            ") or check the data"));
+                            " by step ", state.step, "; lower ", cfg_.optimizer.key("lr"), " (now ",
+                            cfg_.optimizer.lr, ") or check the data"));
 }
 
 std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
@@ -195,6 +221,10 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
   const int steps = steps_per_epoch(n);
   HPMC_CHECK(state.step >= 0 && state.step <= steps, "resumed at step ", state.step,
              " of an epoch of ", steps, " steps");
+  HPMC_CHECK(opt_->steps() == state.global_step, "the optimizer has taken ", opt_->steps(),
+             " steps but the run ", state.global_step, ": restore its state with the position");
+  set_run_steps(int64_t(cfg_.epochs) * steps);
+  next_lr();  // a schedule that cannot run this long fails before any step
   model_.allocate(bs);
   model_.set_profiler(profiler_);
   BatchFeeder feed(train, model_.device(), bs, model_.input_shape());
@@ -265,6 +295,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
         if (mode == Progress::kBar) out << "\n";
         sync_loss(state);
         model_.set_profiler(nullptr);
+        model_.set_mode(false, 0);  // what follows (outputs, evaluation) evaluates
         return results;
       }
     }
@@ -285,6 +316,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
     line << "epoch " << r.epoch << "/" << cfg_.epochs << "  train loss " << std::fixed
          << std::setprecision(5) << r.train_loss;
     if (test.size() > 0) line << "  test loss " << r.test.loss;
+    if (r.test.mse >= 0) line << "  test mse " << r.test.mse;
     if (r.test.accuracy >= 0)
       line << "  test acc " << std::setprecision(2) << 100 * r.test.accuracy << "%";
     line << "  " << std::setprecision(0) << r.images_per_s << " img/s  " << std::setprecision(1)
@@ -292,7 +324,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
     out << line.str() << "\n" << std::flush;
     if (!std::isfinite(r.test.loss))
       throw DivergedError(str("the test loss is ", r.test.loss, " after epoch ", r.epoch,
-                              "; lower training.lr (now ", cfg_.lr, ")"));
+                              "; lower ", cfg_.optimizer.key("lr"), " (now ", cfg_.optimizer.lr, ")"));
     results.push_back(r);
     if (on_epoch_) {
       TrainState after = state;
@@ -305,6 +337,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
     }
   }
   model_.set_profiler(nullptr);
+  model_.set_mode(false, 0);
   return results;
 }
 

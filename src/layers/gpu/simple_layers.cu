@@ -28,6 +28,7 @@
 
 #include "core/cuda_check.h"
 #include "layers/gpu/implicit_fastdiv.h"
+#include "layers/gpu/resample_kernels.h"
 #include "layers/gpu/simple_layers.h"
 
 namespace hpmc::gpu {
@@ -458,6 +459,10 @@ void UpSample2dGPU::forward_impl(const Tensor& x, Tensor& y) {
   if (total == 0) return;
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
+  if (interp_ == UpsampleMode::kBilinear) {
+    upsample2d_bilinear_forward(xp, yp, int64_t(s.n) * s.c, s.h, s.w, scale_);
+    return;
+  }
   if (fast_2x(s, xp, yp)) {
     const size_t pairs = s.count() / 2;
     upsample2x_forward_kernel<<<grid_for(pairs), kBlock>>>(xp, yp, unsigned(pairs),
@@ -476,6 +481,10 @@ void UpSample2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Te
   if (total == 0) return;
   const float* dyp = dy.data<float>();
   float* dxp = dx->data<float>();
+  if (interp_ == UpsampleMode::kBilinear) {
+    upsample2d_bilinear_backward(dyp, dxp, int64_t(s.n) * s.c, s.h, s.w, scale_);
+    return;
+  }
   const float* mask = relu_ ? x.data<float>() : nullptr;
   if (fast_2x(s, dyp, dxp) && (!mask || aligned16(mask))) {
     upsample2x_backward_kernel<<<grid_for(total / 2), kBlock>>>(dyp, dxp, unsigned(total / 2),

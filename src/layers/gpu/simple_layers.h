@@ -1,5 +1,5 @@
 // simple_layers.h — the parameter-free GPU layers: ReLU, MaxPool2D,
-// UpSample2D (nearest) and Flatten. No CUDA type appears here; the kernels
+// UpSample2D and Flatten. No CUDA type appears here; the kernels
 // live in simple_layers.cu, and a CUDA-less build never compiles or links
 // these classes (the factory in factory.h is the only way in).
 //
@@ -21,9 +21,10 @@
 //              writes x > 0 ? v : 0 for each dx value v, x its own input (the
 //              ReLU's output): the ReLU's backward, whose mask reads the ReLU's
 //              input, gives the same, as relu(u) > 0 ⇔ u > 0.
-//   UpSample2D forward copies; backward sums each s×s block of dy in
-//              row-major order from 0; with a fused ReLU before it, x > 0 ?
-//              sum : 0 (as MaxPool2D).
+//   UpSample2D nearest: forward copies; backward sums each s×s block of dy
+//              in row-major order from 0; with a fused ReLU before it, x > 0 ?
+//              sum : 0 (as MaxPool2D). Bilinear: the kernels of
+//              resample_kernels.h (a gather backward, bit-equal to the CPU's).
 // The common shapes (ReLU always, MaxPool 2×2 stride 2, UpSample ×2) run
 // float4 kernels with the same arithmetic; simple_layers.cu lists them.
 //   Flatten    a device-to-device copy (forward y ← x, backward dx ← dy).
@@ -77,7 +78,9 @@ class UpSample2dGPU : public LayerGPU<UpSample2dSpec> {
   using LayerGPU::LayerGPU;
 
   // The ReLU before this layer: backward writes x > 0 ? dx : 0 (layer.h).
+  // Nearest only; a bilinear upsample declines (the ReLU runs its own backward).
   bool fuse_relu_backward() override {
+    if (interp_ != UpsampleMode::kNearest) return false;
     relu_ = true;
     return true;
   }
