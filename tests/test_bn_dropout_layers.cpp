@@ -330,6 +330,7 @@ training: {epochs: 3, batch_size: 16, lr: 0.05, momentum: 0.9, seed: 5}
 struct ModelRun {
   Config cfg;
   std::unique_ptr<Model> model;
+  std::unique_ptr<Trainer> trainer;  // after fit(): its optimizer goes into checkpoints
   std::vector<EpochResult> epochs;
 };
 
@@ -342,10 +343,10 @@ ModelRun make_run(Impl impl, std::vector<Override> ov = {}) {
 }
 
 void fit(ModelRun& r, const Dataset& tr, const Dataset& te) {
-  Trainer t(*r.model, r.cfg.training);
-  t.set_progress(Trainer::Progress::kQuiet);
+  r.trainer = std::make_unique<Trainer>(*r.model, r.cfg.training);
+  r.trainer->set_progress(Trainer::Progress::kQuiet);
   std::ostringstream log;
-  r.epochs = t.fit(tr, te, log);
+  r.epochs = r.trainer->fit(tr, te, log);
 }
 
 std::vector<float> host_floats(const Tensor& t) { return values(t); }
@@ -428,7 +429,9 @@ TEST(BnDropoutModel, CheckpointHoldsTheRunningStatisticsUnderPyTorchsNames) {
   testing::TempDir t;
   const std::string path = t.file("bn.safetensors");
   TrainState st;
-  save_checkpoint(path, *r.model, r.cfg, st, 48);
+  st.epoch = r.cfg.training.epochs;  // the finished run
+  st.global_step = r.trainer->optimizer().steps();
+  save_checkpoint(path, *r.model, r.trainer->optimizer(), r.cfg, st, 48);
   const std::string bytes = testing::slurp(path);
   for (const char* name : {"\"bn1.weight\"", "\"bn1.bias\"", "\"bn1.running_mean\"",
                            "\"bn1.running_var\"", "\"bn1.num_batches_tracked\"",
@@ -576,7 +579,9 @@ TEST(GpuBnDropoutLayers, ModelTracksTheCpuAndItsCheckpointLoadsOnTheCpu) {
     }
     testing::TempDir t;
     TrainState st;
-    save_checkpoint(t.file("g.safetensors"), *gpu.model, gpu.cfg, st, 256);
+    st.epoch = gpu.cfg.training.epochs;  // the finished run
+    st.global_step = gpu.trainer->optimizer().steps();
+    save_checkpoint(t.file("g.safetensors"), *gpu.model, gpu.trainer->optimizer(), gpu.cfg, st, 256);
     ModelRun on_cpu = make_run(Impl::kCpu);
     load_checkpoint(t.file("g.safetensors"), *on_cpu.model);
     const double lg = evaluate(*gpu.model, te, 32).loss, lc = evaluate(*on_cpu.model, te, 32).loss;
