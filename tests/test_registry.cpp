@@ -218,7 +218,8 @@ TEST(ShippedConfigs, EveryConfigBuildsItsModel) {
     EXPECT_GT(m->params().total(), 0u);
     seen.insert(e.path().stem().string());
   }
-  for (const char* name : {"cifar_ae", "fashion_ae", "fashion_mlp", "mnist_mlp", "fashion_ae_bn"})
+  for (const char* name : {"cifar_ae", "fashion_ae", "fashion_mlp", "mnist_mlp", "fashion_ae_bn",
+                           "cifar_ae_bn"})
     EXPECT_EQ(seen.count(name), 1u) << name;
 }
 
