@@ -3,7 +3,7 @@
 //
 // The file is read as safetensors and every tensor copied out; then loaded
 // into a fixed model twice: for its weights (--init, eval) and to resume
-// (weights, momentum and the training position). A position that loads is
+// (weights, the optimizer's momentum and the training position). A position that loads is
 // one the trainer can continue from: epoch 0..epochs, step within an epoch,
 // global_step = epoch · steps + step, finite sums.
 #include <cmath>
@@ -12,11 +12,13 @@
 #include "fuzz_common.h"
 #include "io/safetensors.h"
 #include "model/checkpoint.h"
+#include "optim/optimizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace hpmc;
   static std::unique_ptr<Model> model = fuzz::checkpoint_model();
   const Config& cfg = fuzz::checkpoint_config();
+  static std::unique_ptr<Optimizer> opt = make_optimizer(cfg.training.optimizer, model->params());
   const std::string path = fuzz::write_scratch("ckpt.safetensors", data, size);
 
   if (!fuzz::expect_clean([&] {
@@ -31,14 +33,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::expect_clean([&] { load_checkpoint(path, *model); });
   TrainState st;
   if (!fuzz::expect_clean([&] {
-        load_checkpoint(path, *model, &cfg, &st, fuzz::kCheckpointTrainSize);
+        load_checkpoint(path, *model, *opt, cfg, st, fuzz::kCheckpointTrainSize);
       }))
     return 0;
   const int steps = (fuzz::kCheckpointTrainSize + cfg.training.batch_size - 1) /
                     cfg.training.batch_size;
   if (st.epoch < 0 || st.step < 0 || st.step > steps ||
       st.global_step != int64_t(st.epoch) * steps + st.step || !std::isfinite(st.loss_sum) ||
-      !std::isfinite(st.correct))
+      !std::isfinite(st.correct) || opt->steps() != st.global_step)
     fuzz::finding("a resumed position the trainer cannot continue from");
   return 0;
 }

@@ -186,8 +186,10 @@ void safetensors() {
     st.step = at.step;
     st.global_step = at.global;
     st.loss_sum = at.loss;
+    auto opt = make_optimizer(cfg.training.optimizer, model->params());
+    opt->set_steps(st.global_step);
     Bytes b = temp_file_bytes([&](auto& p) {
-      save_checkpoint(p, *model, cfg, st, fuzz::kCheckpointTrainSize);
+      save_checkpoint(p, *model, *opt, cfg, st, fuzz::kCheckpointTrainSize);
     });
     put("safetensors", str("checkpoint_", at.epoch, "_", at.step, ".safetensors"), b);
     uint64_t n = 0;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "layers/epilogue_act.h"
+#include "testing.h"  // ulp_distance
 
 namespace hpmc::testing {
 
@@ -48,17 +49,6 @@ inline float act_ref(const Activation& a, float v, float prelu_slope) {
     case ActKind::kTanh: return std::tanh(v);
   }
   return v;
-}
-
-// How many floats lie between a and b (0 for equal bits; both finite).
-inline int64_t ulp_distance(float a, float b) {
-  int32_t ia, ib;
-  std::memcpy(&ia, &a, 4);
-  std::memcpy(&ib, &b, 4);
-  // Map the sign-magnitude order to a monotone integer line.
-  const int64_t la = ia < 0 ? int64_t(INT32_MIN) - ia : ia;
-  const int64_t lb = ib < 0 ? int64_t(INT32_MIN) - ib : ib;
-  return la > lb ? la - lb : lb - la;
 }
 
 // got[i] is act(plain[i]) (NCHW: element i's channel is (i / plane) mod

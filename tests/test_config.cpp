@@ -53,10 +53,10 @@ TEST(Config, ReadsValuesAndDefaults) {
   ASSERT_EQ(c.model.layers.size(), 2u);
   EXPECT_EQ(c.model.layers[1].path, "model.layers.1");
   EXPECT_EQ(c.training.epochs, 2);
-  EXPECT_DOUBLE_EQ(c.training.lr, 0.5);
+  EXPECT_DOUBLE_EQ(c.training.optimizer.lr, 0.5);
   // Defaults.
   EXPECT_EQ(c.training.batch_size, 64);
-  EXPECT_DOUBLE_EQ(c.training.momentum, 0.0);
+  EXPECT_DOUBLE_EQ(c.training.optimizer.momentum, 0.0);
   EXPECT_EQ(c.training.seed, 1u);
   EXPECT_TRUE(c.training.shuffle);
   EXPECT_EQ(c.output.dir, "runs/tiny");
@@ -96,7 +96,7 @@ TEST(Config, OverridesByDottedPath) {
                           {{"training.epochs=7", ""}, {"training.momentum=0.9", ""},
                            {"model.layers.1.out_features=10", ""}, {"output.dir=/tmp/x", ""}});
   EXPECT_EQ(c.training.epochs, 7);
-  EXPECT_DOUBLE_EQ(c.training.momentum, 0.9);
+  EXPECT_DOUBLE_EQ(c.training.optimizer.momentum, 0.9);
   EXPECT_EQ(c.output.dir, "/tmp/x");
   EXPECT_EQ(c.model.layers[1].node["out_features"].as<int>(), 10);
 }

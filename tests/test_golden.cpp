@@ -148,7 +148,7 @@ model:
 training: {lr: 0.03, momentum: 0}
 )";
   Config cfg = parse_config(yaml, "trajectory.yaml");
-  ASSERT_EQ(cfg.training.lr, kTrajectoryLr);
+  ASSERT_EQ(cfg.training.optimizer.lr, kTrajectoryLr);
   auto m = Model::build(cfg, Impl::kCpu, Shape(1, 1, 28, 28), 10);
   // make_trajectory.py's formula: sin(2.399963229728653 i + k/2) / sqrt(fan_in).
   float* p = m->params().params().data<float>();

@@ -35,8 +35,9 @@ Dataset random_data(int n, int h, int w, int classes, uint64_t seed) {
 }
 
 // An MLP config: flatten, then linear layers of the given widths with relu between.
+// `extra` goes into the training map, e.g. ", schedule: {type: step, step_size: 3}".
 std::string mlp_yaml(const std::vector<int>& widths, int batch, double momentum, double wd,
-                     bool fuse = true, int epochs = 2) {
+                     bool fuse = true, int epochs = 2, const std::string& extra = "") {
   std::ostringstream y;
   y << "name: m\ndata: {format: mnist}\nmodel:\n  loss: softmax_cross_entropy\n  layers:\n"
     << "    - {name: flat, type: flatten}\n";
@@ -46,12 +47,14 @@ std::string mlp_yaml(const std::vector<int>& widths, int batch, double momentum,
   }
   y << "training: {epochs: " << epochs << ", batch_size: " << batch << ", lr: 0.05, momentum: "
     << momentum << ", weight_decay: " << wd << ", seed: 7, fuse: " << (fuse ? "true" : "false")
-    << "}\n";
+    << extra << "}\n";
   return y.str();
 }
 
 struct Trained {
   std::unique_ptr<Model> model;
+  std::unique_ptr<Trainer> trainer;  // holds the optimizer's state
+  Optimizer* optimizer = nullptr;
   std::vector<EpochResult> epochs;
   std::string path;
 };
@@ -61,7 +64,9 @@ Trained train(const std::string& yaml, const Dataset& data, Impl impl = Impl::kI
   Config cfg = parse_config(yaml, "t.yaml");
   t.model = Model::build(cfg, impl, data.sample_shape(), data.num_classes);
   t.model->params().init(cfg.training.seed);
-  Trainer tr(*t.model, cfg.training);
+  t.trainer = std::make_unique<Trainer>(*t.model, cfg.training);
+  Trainer& tr = *t.trainer;
+  t.optimizer = &tr.optimizer();
   tr.set_progress(Trainer::Progress::kQuiet);
   {
     BatchFeeder feed(data, t.model->device(), std::min(cfg.training.batch_size, data.size()),
@@ -107,11 +112,11 @@ double agreement(const Tensor& a, const Tensor& b, double tol) {
 }
 
 void expect_same_training(const std::vector<int>& widths, int h, int w, int n, int batch,
-                          double momentum, double wd) {
+                          double momentum, double wd, const std::string& extra = "") {
   const int classes = widths.back();
   Dataset data = random_data(n, h, w, classes, 11 + uint64_t(n));
-  Trained fused = train(mlp_yaml(widths, batch, momentum, wd, true), data);
-  Trained plain = train(mlp_yaml(widths, batch, momentum, wd, false), data);
+  Trained fused = train(mlp_yaml(widths, batch, momentum, wd, true, 2, extra), data);
+  Trained plain = train(mlp_yaml(widths, batch, momentum, wd, false, 2, extra), data);
   ASSERT_EQ(fused.path.rfind("fused", 0), 0u) << fused.path;
   ASSERT_EQ(plain.path.rfind("layer by layer", 0), 0u) << plain.path;
   ASSERT_EQ(fused.epochs.size(), plain.epochs.size());
@@ -126,13 +131,26 @@ void expect_same_training(const std::vector<int>& widths, int h, int w, int n, i
   ParamStore& pp = plain.model->params();
   EXPECT_LE(buffer_rel(fp.params(), pp.params()), 2e-5) << "weights";
   EXPECT_LE(buffer_rel(fp.grads(), pp.grads()), 2e-4) << "last gradients";
-  if (momentum != 0) EXPECT_LE(buffer_rel(fp.momentum(), pp.momentum()), 2e-4) << "momentum";
+  if (momentum != 0)
+    EXPECT_LE(buffer_rel(fused.optimizer->state(0), plain.optimizer->state(0)), 2e-4)
+        << "momentum";
 }
 
 TEST(GpuFused, MatchesLayerByLayerOddShapes) {
   HPMC_REQUIRE_GPU();
   // 35 inputs, widths 37 and 13, 7 classes; 83 samples in batches of 16 (last 3).
   expect_same_training({37, 13, 7}, 5, 7, 83, 16, 0.9, 1e-3);
+}
+
+// A schedule changes the fused kernel's learning rate step by step, as the
+// optimizer's (the kernel takes it per launch).
+TEST(GpuFused, MatchesLayerByLayerWithASchedule) {
+  HPMC_REQUIRE_GPU();
+  // 83 samples in batches of 16: 6 steps an epoch, 12 in all.
+  expect_same_training({37, 13, 7}, 5, 7, 83, 16, 0.9, 1e-3,
+                       ", schedule: {type: step, warmup_steps: 3, step_size: 2, gamma: 0.5}");
+  expect_same_training({19, 3}, 3, 3, 50, 8, 0.0, 0.0,
+                       ", schedule: {type: cosine, warmup_steps: 2, min_lr: 0.001}");
 }
 
 TEST(GpuFused, MatchesLayerByLayerTwoLayersNoMomentum) {
@@ -238,16 +256,17 @@ TEST(GpuFused, StopAndContinueIsExact) {
   auto model = Model::build(cfg, Impl::kIm2col, data.sample_shape(), data.num_classes);
   model->params().init(cfg.training.seed);
   TrainState state;
+  Trainer second(*model, cfg.training);
   {
     Trainer first(*model, cfg.training);
     first.set_progress(Trainer::Progress::kQuiet);
     first.on_step([](TrainState& s) { return s.epoch == 1 && s.step == 5; });  // stop mid-epoch 2
     std::ostringstream log;
     first.fit(data, none, log, state);
+    second.optimizer().copy_state_from(first.optimizer());  // as a checkpoint carries it
   }
   ASSERT_EQ(state.epoch, 1);
   ASSERT_EQ(state.step, 5);
-  Trainer second(*model, cfg.training);
   second.set_progress(Trainer::Progress::kQuiet);
   std::ostringstream log;
   const auto rest = second.fit(data, none, log, state);
@@ -256,8 +275,8 @@ TEST(GpuFused, StopAndContinueIsExact) {
   std::vector<float> a = host(model->params().params()), b = host(whole.model->params().params());
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
-  std::vector<float> va = host(model->params().momentum()),
-                     vb = host(whole.model->params().momentum());
+  std::vector<float> va = host(second.optimizer().state(0)),
+                     vb = host(whole.optimizer->state(0));
   EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)), 0);
 }
 
@@ -312,6 +331,30 @@ model:
     - {name: fc2, type: linear, out_features: 10}
 )";
   EXPECT_NE(refusal(nobias, data).find("no bias"), std::string::npos);
+  // What the kernel's update cannot do: Adam, AdamW, Nesterov, clipping.
+  auto with = [](const std::string& training) {
+    std::string y = mlp_yaml({8, 10}, 4, 0, 0);
+    return y.substr(0, y.find("training:")) + "training: " + training + "\n";
+  };
+  EXPECT_EQ(refusal(with("{optimizer: {type: adamw}}"), data),
+            "the fused kernel applies SGD, and training.optimizer.type is adamw");
+  EXPECT_EQ(refusal(with("{optimizer: {type: adam}}"), data),
+            "the fused kernel applies SGD, and training.optimizer.type is adam");
+  EXPECT_EQ(refusal(with("{optimizer: {type: sgd, momentum: 0.9, nesterov: true}}"), data),
+            "the fused kernel applies SGD without Nesterov momentum");
+  EXPECT_NE(refusal(with("{lr: 0.1, clip_grad_norm: 1}"), data).find("training.clip_grad_norm"),
+            std::string::npos);
+  EXPECT_EQ(refusal(with("{optimizer: {type: sgd, momentum: 0.9}, schedule: {type: cosine, "
+                         "total_steps: 10}}"),
+                    data),
+            "");
+  // The trainer says why it trains layer by layer.
+  Config cfg = parse_config(with("{optimizer: {type: adamw}}"), "t.yaml");
+  auto model = Model::build(cfg, Impl::kIm2col, data.sample_shape(), data.num_classes);
+  Trainer tr(*model, cfg.training);
+  BatchFeeder feed(data, model->device(), 4, model->input_shape());
+  EXPECT_EQ(tr.step_path(feed),
+            "layer by layer: the fused kernel applies SGD, and training.optimizer.type is adamw");
 }
 
 }  // namespace

@@ -19,9 +19,9 @@
 //     float. 1e-6 leaves ample headroom while any real bug (a wrong term, a
 //     missing sample, a wrong scale) is off by far more.
 //   * correct counts (acc[1]): exact (integers, from identical comparisons).
-//   * SGD: bit-equal with a host reference that rounds every operation (the
-//     GPU kernel does, with _rn intrinsics); ≤ 1e-6 against the CPU
-//     sgd_step, whose compiler may fuse a multiply-add.
+//   * SGD (factory.h's gpu::sgd_step): bit-equal with a host reference that
+//     rounds every operation (the GPU kernel does, with _rn intrinsics). The
+//     optimizers' own kernels against the CPU are in test_gpu_optim.cpp.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -45,7 +45,6 @@
 #include "layers/gpu/factory.h"
 #include "model/registry.h"
 #include "model/params.h"
-#include "model/sgd.h"
 #include "testing.h"
 
 namespace hpmc {
@@ -926,34 +925,6 @@ TEST(GpuLayersTrain, SgdKernelMatchesARoundedReferenceBitForBit) {
           EXPECT_EQ(changed, 0u) << what;
         }
       }
-}
-
-TEST(GpuLayersTrain, SgdStepOnAGpuParamStoreMatchesTheCpuStep) {
-  HPMC_REQUIRE_GPU();
-  Rng rng(1111);
-  for (const SgdCase& cs : kSgdCases) {
-    LayerPtr l_cpu = std::make_shared<LinearCPU>("fc", LinearConfig{7, 13, true});
-    LayerPtr l_gpu = std::make_shared<LinearCPU>("fc", LinearConfig{7, 13, true});
-    ParamStore cpu, gpu;
-    cpu.build({l_cpu}, Device::kCPU);
-    gpu.build({l_gpu}, Device::kGPU);
-    ASSERT_EQ(cpu.padded(), gpu.padded());
-    testing::fill_uniform(cpu.params(), rng);
-    gpu.params().copy_from(cpu.params());
-    SgdConfig cfg{cs.lr, cs.mu, cs.wd};
-    for (int step = 0; step < 3; ++step) {
-      testing::fill_uniform(cpu.grads(), rng);
-      gpu.grads().copy_from(cpu.grads());
-      sgd_step(cpu, cfg);
-      sgd_step(gpu, cfg);  // dispatches to gpu::sgd_step
-    }
-    const Tensor p = to_cpu(gpu.params()), v = to_cpu(gpu.momentum());
-    const size_t n = cpu.padded();
-    EXPECT_LE(testing::max_rel_error(cpu.params().data<float>(), p.data<float>(), n), 1e-6)
-        << "mu " << cs.mu << " wd " << cs.wd;
-    EXPECT_LE(testing::max_rel_error(cpu.momentum().data<float>(), v.data<float>(), n), 1e-6)
-        << "mu " << cs.mu << " wd " << cs.wd;
-  }
 }
 
 // ---- gather_batch ----------------------------------------------------------------------------

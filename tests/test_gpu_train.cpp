@@ -121,7 +121,8 @@ TEST(GpuTrain, GpuCheckpointGivesTheSameTestLossOnTheCpu) {
   testing::TempDir t;
   TrainState st;
   st.epoch = 2;
-  save_checkpoint(t.file("ae.safetensors"), *gpu.model, gpu.cfg, st, tr.size());
+  Trainer fresh(*gpu.model, gpu.cfg.training);  // the weights are what this test reads
+  save_checkpoint(t.file("ae.safetensors"), *gpu.model, fresh.optimizer(), gpu.cfg, st, tr.size());
   Config cfg = parse_config(kAe, "t.yaml");
   auto cpu = Model::build(cfg, Impl::kCpu, Shape(1, 1, 28, 28), 10);
   load_checkpoint(t.file("ae.safetensors"), *cpu);
@@ -431,7 +432,9 @@ TEST(GpuUpsampleFold, CheckpointGivesTheSameTestLossOnTheCpu) {
   testing::TempDir t;
   TrainState st;
   st.epoch = 2;
-  save_checkpoint(t.file("fold.safetensors"), *gpu.model, gpu.cfg, st, tr.size());
+  Trainer fresh(*gpu.model, gpu.cfg.training);  // the weights are what this test reads
+  save_checkpoint(t.file("fold.safetensors"), *gpu.model, fresh.optimizer(), gpu.cfg, st,
+                  tr.size());
   auto cpu = Model::build(parse_config(kFoldAe, "t.yaml"), Impl::kCpu, Shape(1, 1, 28, 28), 10);
   load_checkpoint(t.file("fold.safetensors"), *cpu);
   double gpu_loss = evaluate(*gpu.model, te, 32).loss;

@@ -13,6 +13,7 @@
 #include "core/device.h"
 #include "model/memory.h"
 #include "model/model.h"
+#include "optim/optimizer.h"
 #include "testing.h"
 
 namespace hpmc {
@@ -141,13 +142,22 @@ model:
   EXPECT_EQ(m->workspace_bytes(int(n)), 0u);  // linear layers keep no scratch
 
   const DataFootprint data{1000, 100, 784};
-  const MemoryPlan p = plan_memory(*m, int(n), data);
+  const MemoryPlan p = plan_memory(*m, int(n), data, optimizer_state_buffers(cfg.training.optimizer));
   EXPECT_TRUE(p.device.empty());
   const size_t params = m->params().padded() * sizeof(float);
   const size_t input = n * (784 * sizeof(float) + sizeof(int32_t));
   const size_t dataset = 1100 * (784 + sizeof(int32_t)) + 1000 * sizeof(int32_t);
+  // Parameters and gradients (sgd without momentum keeps no state), two host copies.
   EXPECT_EQ(p.host_bytes(),
-            3 * params + m->activation_bytes(int(n)) + input + 2 * params + dataset);
+            2 * params + m->activation_bytes(int(n)) + input + 2 * params + dataset);
+  // SGD with momentum keeps one more buffer of the parameters' size, Adam two.
+  EXPECT_EQ(plan_memory(*m, int(n), data, 1).host_bytes(), p.host_bytes() + params);
+  EXPECT_EQ(plan_memory(*m, int(n), data, 2).host_bytes(), p.host_bytes() + 2 * params);
+  Config adam = parse_config(R"(data: {format: mnist}
+model: {loss: mse, layers: [{type: flatten}]}
+training: {optimizer: {type: adamw}}
+)", "a.yaml");
+  EXPECT_EQ(optimizer_state_buffers(adam.training.optimizer), 2);
 }
 
 TEST(Memory, ConvWorkspaceIsCounted) {
@@ -220,6 +230,7 @@ TEST_F(MemoryCli, ParametersTooLargeAreRefusedBeforeAllocation) {
   // momentum and the host copies; refused under a 1 GiB limit before any
   // of it is allocated.
   const std::string cfg = write("wide_mlp.yaml", R"(data: {format: mnist, synthetic: true}
+training: {momentum: 0.9}
 model:
   loss: softmax_cross_entropy
   layers:

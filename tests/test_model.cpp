@@ -11,7 +11,7 @@
 #include "core/profiler.h"
 #include "model/model.h"
 #include "model/registry.h"
-#include "model/sgd.h"
+#include "model/trainer.h"
 #include "testing.h"
 
 namespace hpmc {
@@ -115,7 +115,6 @@ TEST(Model, ParamStoreIsOneAlignedBufferInLayerOrder) {
   }
   EXPECT_LE(end, m->params().padded());
   EXPECT_EQ(m->params().grads().numel(), m->params().params().numel());
-  EXPECT_EQ(m->params().momentum().numel(), m->params().params().numel());
 }
 
 TEST(Model, InitIsKaimingUniformAndDeterministic) {
@@ -394,26 +393,34 @@ TEST(Model, CpuModelsFoldNoUpsample) {
   EXPECT_EQ(std::memcmp(g.raw(), plain->params().grads().raw(), g.bytes()), 0);
 }
 
-TEST(Sgd, MatchesPyTorchSemantics) {
-  // One parameter: p=1, grad 0.5 each step, lr 0.1, momentum 0.9, wd 0.01.
-  // PyTorch: g = grad + wd*p; buf = momentum*buf + g (buf = g on step 1); p -= lr*buf.
-  auto m = build(kMlp, kMnist);
-  ParamStore& ps = m->params();
-  float* p = ps.params().data<float>();
-  float* g = ps.grads().data<float>();
-  p[0] = 1.0f;
-  SgdConfig cfg{0.1f, 0.9f, 0.01f};
-  g[0] = 0.5f;
-  sgd_step(ps, cfg);
-  EXPECT_NEAR(p[0], 0.949, 1e-6);
-  g[0] = 0.5f;
-  sgd_step(ps, cfg);
-  EXPECT_NEAR(p[0], 0.852151, 1e-6);
-  // Without momentum: plain p -= lr * (grad + wd*p).
-  p[0] = 1.0f;
-  g[0] = 0.5f;
-  sgd_step(ps, SgdConfig{0.1f, 0.0f, 0.0f});
-  EXPECT_NEAR(p[0], 0.95, 1e-7);
+// LayerMode (layer.h): a built model evaluates; a training step puts every
+// layer in training mode with the trainer's global step and the layer's
+// index as its stream; evaluation puts them back.
+TEST(Model, ModeFollowsTrainingStepsAndEvaluation) {
+  Config c = parse_config(kMlp, "m.yaml", {{"training.seed=77", ""}});
+  auto m = Model::build(c, Impl::kCpu, kMnist, 10);
+  m->params().init(1);
+  for (const LayerPtr& l : m->layers()) EXPECT_FALSE(l->mode().training) << l->name();
+  m->allocate(2);
+  Trainer t(*m, c.training);
+  Tensor x = Tensor::zeros(Shape(2, 1, 28, 28));
+  Tensor y = Tensor::zeros(Shape(2, 1, 1, 1), DType::kI32);
+  Tensor acc = Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64);
+  t.step(x, y, acc);
+  t.step(x, y, acc);
+  for (size_t i = 0; i < m->layers().size(); ++i) {
+    const LayerMode& mode = m->layers()[i]->mode();
+    EXPECT_TRUE(mode.training);
+    EXPECT_EQ(mode.step, 1);  // the second step
+    EXPECT_EQ(mode.seed, 77u);
+    EXPECT_EQ(mode.stream, int(i));
+  }
+  Dataset d;
+  d.images = Tensor::zeros(Shape(3, 1, 28, 28), DType::kU8);
+  d.labels = Tensor::zeros(Shape(3, 1, 1, 1), DType::kI32);
+  d.num_classes = 10;
+  evaluate(*m, d, 2);
+  for (const LayerPtr& l : m->layers()) EXPECT_FALSE(l->mode().training) << l->name();
 }
 
 }  // namespace

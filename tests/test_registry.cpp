@@ -4,6 +4,7 @@
 // `hpmc info` and in README.md's reference exactly as the schemas say.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "layers/layer.h"
+#include "model/model.h"
 #include "model/registry.h"
 #include "testing.h"
 
@@ -194,6 +196,31 @@ TEST(Registry, LossChoicesComeFromTheRegistry) {
     for (const std::string& n : LayerRegistry::builtin().loss_names())
       EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace hpmc
+
+namespace hpmc {
+namespace {
+
+// Every config shipped in configs/ loads and builds its model on the CPU
+// (the sample shape from its data format), so a layer, key or optimizer
+// change that breaks one fails here.
+TEST(ShippedConfigs, EveryConfigBuildsItsModel) {
+  std::set<std::string> seen;
+  for (const auto& e : std::filesystem::directory_iterator(testing::source_dir() + "/configs")) {
+    if (e.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(e.path().string());
+    Config c = load_config(e.path().string());
+    const Shape sample = c.data.format == "cifar10" ? Shape(1, 3, 32, 32) : Shape(1, 1, 28, 28);
+    auto m = Model::build(c, Impl::kCpu, sample, 10);
+    EXPECT_GT(m->params().total(), 0u);
+    seen.insert(e.path().stem().string());
+  }
+  for (const char* name : {"cifar_ae", "fashion_ae", "fashion_mlp", "mnist_mlp", "fashion_ae_bn",
+                           "cifar_ae_bn"})
+    EXPECT_EQ(seen.count(name), 1u) << name;
 }
 
 }  // namespace

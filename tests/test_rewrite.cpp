@@ -23,6 +23,7 @@
 #include "model/gpu_rewrite.h"
 #include "model/model.h"
 #include "model/params.h"
+#include "model/registry.h"
 #include "testing.h"
 
 namespace hpmc {
@@ -351,6 +352,70 @@ TEST(GpuRewrite, TheFoldTakesWhatItsKernelsTake) {
       EXPECT_EQ(groups(plan, nodes), "[u] [c]");
       EXPECT_NE(declined(plan).find(c.reason), std::string::npos) << declined(plan);
     }
+  }
+}
+
+// A bilinear upsample neither folds nor takes a ReLU's mask (its backward is
+// a gather of its own, resample_kernels.h).
+TEST(GpuRewrite, BilinearUpsamplesStayApart) {
+  RewriteNode bi = up("u");
+  bi.nearest = false;
+  const std::vector<RewriteNode> nodes = {conv("c1", 8, 8, 6, 6), act("r1"), bi,
+                                          conv("c2", 8, 8, 12, 12)};
+  const RewritePlan plan = plan_of(nodes);
+  EXPECT_EQ(groups(plan, nodes), "[c1 r1] [u] [c2]");
+  EXPECT_EQ(declined(plan),
+            "u not folded into c2: u is bilinear; the fold takes a nearest x2 upsample\n"
+            "r1's backward not in u: u is a bilinear upsample, whose backward takes no mask\n");
+}
+
+// What the pass reads off the layers themselves: kinds, configs, slopes.
+TEST(GpuRewrite, NodesOfBuiltLayers) {
+  const Shape in(1, 4, 6, 6);
+  const RewriteNode c = rewrite_node(*make_layer("conv2d", "{out_channels: 8, kernel: 3, padding: 1}",
+                                                 Impl::kCpu, in, "c"));
+  EXPECT_EQ(c.role, RewriteNode::Role::kConv);
+  EXPECT_EQ(c.conv.out_channels, 8);
+  EXPECT_EQ(c.conv.in_channels, 4);
+  EXPECT_FALSE(c.im2col);  // a CPU layer
+  EXPECT_EQ(c.in, in);
+  const RewriteNode l =
+      rewrite_node(*make_layer("leaky_relu", "{negative_slope: 0.2}", Impl::kCpu, in, "l"));
+  EXPECT_EQ(l.role, RewriteNode::Role::kAct);
+  EXPECT_EQ(l.act.kind, ActKind::kLeakyRelu);
+  EXPECT_FLOAT_EQ(l.act.slope, 0.2f);
+  EXPECT_EQ(rewrite_node(*make_layer("sigmoid", "", Impl::kCpu, in, "s")).act.kind,
+            ActKind::kSigmoid);
+  EXPECT_EQ(rewrite_node(*make_layer("tanh", "", Impl::kCpu, in, "t")).act.kind, ActKind::kTanh);
+  EXPECT_EQ(rewrite_node(*make_layer("prelu", "", Impl::kCpu, in, "p")).act.kind, ActKind::kPrelu);
+  const RewriteNode m =
+      rewrite_node(*make_layer("maxpool2d", "{kernel: 3, stride: 2}", Impl::kCpu, in, "m"));
+  EXPECT_EQ(m.role, RewriteNode::Role::kMaxPool);
+  EXPECT_EQ(m.win.kernel, 3);
+  EXPECT_EQ(m.win.stride, 2);
+  for (const char* other : {"avgpool2d", "batchnorm2d", "dropout", "flatten"})
+    EXPECT_EQ(rewrite_node(*make_layer(other, "", Impl::kCpu, in, "o")).role,
+              RewriteNode::Role::kOther)
+        << other;
+}
+
+// The models with batch norm: the norm sits between each conv and its
+// activation, so no activation joins a conv but the output's sigmoid; the two
+// upsamples fold, the second with the sigmoid in its epilogue (its backward
+// run from y). prelu and leaky_relu before an upsample: no mask (not a ReLU).
+TEST(GpuRewrite, ShippedBatchNormModels) {
+  for (const auto& [path, sample] :
+       {std::pair<std::string, Shape>{"configs/cifar_ae_bn.yaml", kCifar},
+        {"configs/fashion_ae_bn.yaml", kMnist}}) {
+    SCOPED_TRACE(path);
+    Plain p = shipped(path, sample);
+    const RewritePlan plan = plan_gpu_rewrite(p.nodes, p.opts);
+    std::string fused;
+    for (const auto& g : plan.groups)
+      if (!g.steps.empty()) fused += groups(RewritePlan{{g}, {}}, p.nodes) + " ";
+    EXPECT_EQ(fused, "[up1 conv4] [up2 conv5 out] ") << groups(plan, p.nodes);
+    EXPECT_EQ(steps(plan), "upsample2d x2 + conv2d 3x3 s1 p1 no-bias\n"
+                           "upsample2d x2 + conv2d 3x3 s1 p1 + sigmoid\n");
   }
 }
 

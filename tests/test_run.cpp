@@ -23,6 +23,7 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/model.h"
+#include "model/trainer.h"
 
 namespace hpmc {
 namespace {
@@ -546,7 +547,14 @@ struct MetaFixture {
     st.global_step = 6;
     st.loss_sum = 3.5;
     st.correct = 40;
-    save_checkpoint(path, *m, cfg, st, kTrainSize);
+    Trainer t(*m, cfg.training);
+    t.optimizer().set_steps(st.global_step);
+    save_checkpoint(path, *m, t.optimizer(), cfg, st, kTrainSize);
+  }
+  // Loads `path` to resume, into a fresh optimizer.
+  void resume(const std::string& path, Model& m, TrainState& st) const {
+    Trainer t(m, cfg.training);
+    load_checkpoint(path, m, t.optimizer(), cfg, st, kTrainSize);
   }
 };
 
@@ -558,7 +566,7 @@ TEST(Run, BadCheckpointsMetadataIsCheckedFieldByField) {
   {  // The untouched checkpoint resumes where it was written.
     auto m = fx.build();
     TrainState st;
-    load_checkpoint(good, *m, &fx.cfg, &st, MetaFixture::kTrainSize);
+    fx.resume(good, *m, st);
     EXPECT_EQ(st.epoch, 1);
     EXPECT_EQ(st.step, 2);
     EXPECT_EQ(st.global_step, 6);
@@ -619,7 +627,7 @@ TEST(Run, BadCheckpointsMetadataIsCheckedFieldByField) {
                               m->params().params().data<float>() + m->params().padded());
     TrainState st;
     try {
-      load_checkpoint(bad, *m, &fx.cfg, &st, MetaFixture::kTrainSize);
+      fx.resume(bad, *m, st);
       ADD_FAILURE() << "loaded";
     } catch (const Error& e) {
       std::string msg = e.what();
@@ -640,7 +648,7 @@ TEST(Run, BadCheckpointsMetadataIsCheckedFieldByField) {
     auto m = fx.build();
     TrainState st;
     try {
-      load_checkpoint(other, *m, &fx.cfg, &st, MetaFixture::kTrainSize);
+      fx.resume(other, *m, st);
       ADD_FAILURE() << "loaded";
     } catch (const DataError& e) {
       EXPECT_NE(std::string(e.what()).find("not an hpmc training checkpoint (format "

@@ -145,3 +145,42 @@ TEST(Train, RealMnistDigitsMlpScoresAtLeast95Percent) {
 
 }  // namespace
 }  // namespace hpmc
+
+namespace hpmc {
+namespace {
+
+// An autoencoder trained with another loss also reports its reconstruction
+// MSE (EvalResult::mse): the mean over samples of the per-sample mean squared
+// error, as the mse loss computes it; an mse model reports none.
+TEST(Train, EvaluationReportsTheMseOfAnAutoencoderWithAnotherLoss) {
+  const std::string bce = R"(name: ae
+data: {format: mnist}
+model:
+  loss: bce
+  layers:
+    - {name: conv1, type: conv2d, out_channels: 1, kernel: 3, padding: 1}
+    - {name: out, type: sigmoid}
+)";
+  Trained s = make(bce);
+  Dataset te = testing::synthetic_classes(5, 3);
+  EvalResult r = evaluate(*s.model, te, 2);
+  ASSERT_GE(r.mse, 0);
+  // The same by hand, in double.
+  Tensor x = Tensor::empty(Shape(5, 1, 28, 28));
+  for (size_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = te.images.data<uint8_t>()[i] / 255.0f;
+  s.model->allocate(5);
+  const Tensor& y = s.model->forward(x);
+  double sum = 0;
+  for (size_t i = 0; i < x.numel(); ++i) {
+    const double d = double(y.data<float>()[i]) - x.data<float>()[i];
+    sum += d * d;
+  }
+  EXPECT_NEAR(r.mse, sum / double(x.numel()), 1e-7);
+  EXPECT_GT(r.loss, r.mse);  // bce, a different number
+
+  Trained m = make(kAe);
+  EXPECT_EQ(evaluate(*m.model, te, 2).mse, -1);
+}
+
+}  // namespace
+}  // namespace hpmc

@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -164,6 +167,21 @@ inline void expect_gradients_close(const std::vector<double>& analytic,
         << what << "[" << j << "]: analytic " << a << " vs numeric " << n;
   }
   EXPECT_GT(compared, 0u) << what << ": every entry was skipped";
+}
+
+// How many floats lie between a and b (0 when equal, +0 and −0 included; 1
+// for neighbours; across zero the subnormals count), or INT64_MAX when one is
+// NaN and the other not. Two NaNs are 0 apart.
+inline int64_t ulp_distance(float a, float b) {
+  if (std::isnan(a) || std::isnan(b))
+    return std::isnan(a) && std::isnan(b) ? 0 : std::numeric_limits<int64_t>::max();
+  auto ordered = [](float f) {
+    int32_t i;
+    std::memcpy(&i, &f, sizeof i);
+    return i < 0 ? int64_t(std::numeric_limits<int32_t>::min()) - int64_t(i) : int64_t(i);
+  };
+  const int64_t d = ordered(a) - ordered(b);
+  return d < 0 ? -d : d;
 }
 
 // A vector of n doubles drawn from U(lo, hi).

@@ -225,12 +225,13 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
       << fmt("%.4g", step_flops / 1e9)
       << " GFLOP per step; forward + backward matrix products, 2 FLOPs per multiply-add)\n";
   out << "  warm-up " << o.warmup << " steps, then " << o.repeats << " runs of " << o.steps
-      << " steps (gather, forward, loss, backward, SGD)\n"
+      << " steps (gather, forward, loss, backward, optimizer)\n"
       << std::flush;
 
   model.params().init(cfg.training.seed);
   model.allocate(bs);
   Trainer trainer(model, cfg.training);
+  trainer.set_run_steps(int64_t(o.warmup) + int64_t(o.repeats) * o.steps);  // a cosine's span
   StepLoop loop(model, trainer, train, cfg.training, bs);
   out << "  step: " << loop.step_path() << "\n" << std::flush;
 

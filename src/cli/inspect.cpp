@@ -190,6 +190,7 @@ void cmd_eval(const EvalOptions& o, std::ostream& out) {
   Session s = open_with_weights(o, o.weights, out);
   EvalResult r = evaluate(*s.model, s.data.test, s.cfg.training.batch_size);
   out << "test loss " << std::setprecision(6) << r.loss;
+  if (r.mse >= 0) out << "  mse " << r.mse;
   if (r.accuracy >= 0) out << "  accuracy " << std::fixed << std::setprecision(2) << 100 * r.accuracy << "%";
   out << "  (" << r.samples << " samples)\n";
 }

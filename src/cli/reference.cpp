@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "model/registry.h"
+#include "optim/optim_config.h"
 
 namespace hpmc {
 
@@ -28,6 +29,18 @@ void print_reference_text(std::ostream& out, const char* indent) {
   for (const LossType& t : reg.losses())
     out << indent << "  " << t.schema->type << ": " << t.schema->doc
         << (t.schema->classifier ? " [labels]" : " [reconstruction]") << "\n";
+  auto keys = [&](const char* type, const std::vector<OptimKey>& ks) {
+    out << indent << "  " << type << ":";
+    for (size_t i = 0; i < ks.size(); ++i)
+      out << (i ? ", " : " ") << ks[i].name << "=" << (ks[i].value.empty() ? "required" : ks[i].value)
+          << (ks[i].note.empty() ? "" : " (" + ks[i].note + ")");
+    out << "\n";
+  };
+  out << indent << "optimizers (training.optimizer: {type: ..., key: value, ...}):\n";
+  for (const char* const* t = optimizer_types(); *t; ++t) keys(*t, optimizer_keys(*t));
+  out << indent << "schedules (training.schedule: {type: ..., key: value, ...}; per optimizer step):\n";
+  for (const char* const* t = schedule_types(); *t; ++t) keys(*t, schedule_keys(*t));
+  out << indent << "clipping: training.clip_grad_norm (0: off), by the global L2 norm\n";
 }
 
 void print_reference_markdown(std::ostream& out) {
@@ -49,6 +62,21 @@ void print_reference_markdown(std::ostream& out) {
   for (const LossType& t : reg.losses())
     out << "| `" << t.schema->type << "` | " << (t.schema->classifier ? "labels" : "input image")
         << " | " << t.schema->doc << " |\n";
+  auto table = [&](const char* section, const char* const* types,
+                   std::vector<OptimKey> (*keys)(const std::string&)) {
+    for (const char* const* t = types; *t; ++t) {
+      out << "\n**`" << section << ": {type: " << *t << "}`**\n\n";
+      out << "| key | default | meaning |\n| --- | --- | --- |\n";
+      for (const OptimKey& k : keys(*t))
+        out << "| `" << k.name << "` | " << (k.value.empty() ? "required" : k.value) << " | "
+            << k.note << " |\n";
+    }
+  };
+  out << "\n**Optimizers** (`training.optimizer`; the flat `training.lr`, `training.momentum` and "
+         "`training.weight_decay` mean `sgd`):\n";
+  table("optimizer", optimizer_types(), optimizer_keys);
+  out << "\n**Learning-rate schedules** (`training.schedule`, evaluated per optimizer step):\n";
+  table("schedule", schedule_types(), schedule_keys);
 }
 
 }  // namespace hpmc

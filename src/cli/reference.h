@@ -1,4 +1,4 @@
-// reference.h — the layer and loss reference, printed from the registry's
+// reference.h — the layer, loss, optimizer and schedule reference, printed from the registry's
 // schemas (layers/schema.h): as text for `hpmc info`, and as the Markdown of
 // README.md's "Layer reference" section (`hpmc info --reference`; a test
 // checks that the README holds exactly this text).

@@ -181,9 +181,10 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
   load_session_data(s, out);
   Model& model = *s.model;
   const int n_train = s.data.train.size();
+  Trainer trainer(model, cfg.training);  // a fresh optimizer; a resume restores its state
   TrainState state;
   if (o.resume) {
-    load_checkpoint(ckpt, model, &cfg, &state, n_train);
+    load_checkpoint(ckpt, model, trainer.optimizer(), cfg, state, n_train);
     check_finite_weights(model, ckpt);
     // Nothing to train: say so and leave the run directory as it is.
     const int epochs = cfg.training.epochs;
@@ -224,13 +225,19 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
   if (o.resume) metrics.load(state.global_step);
   metrics.write();
 
-  out << "training: " << cfg.training.epochs << " epoch" << (cfg.training.epochs == 1 ? "" : "s")
-      << ", batch " << cfg.training.batch_size << ", lr " << cfg.training.lr << ", momentum "
-      << cfg.training.momentum << ", weight decay " << cfg.training.weight_decay << ", seed "
-      << cfg.training.seed << "\n"
-      << std::flush;
+  const TrainingConfig& tc = cfg.training;
+  out << "training: " << tc.epochs << " epoch" << (tc.epochs == 1 ? "" : "s") << ", batch "
+      << tc.batch_size << ", " << trainer.optimizer().describe();
+  if (tc.schedule.type != "constant" || tc.schedule.warmup_steps > 0)
+    out << ", schedule " << Schedule(tc.schedule, tc.optimizer.lr,
+                                     int64_t(tc.epochs) * trainer.steps_per_epoch(n_train))
+                                .identity();
+  if (tc.clip_grad_norm > 0) out << ", clip_grad_norm " << tc.clip_grad_norm;
+  out << ", seed " << tc.seed << "\n" << std::flush;
+  if (tc.input_noise.active() || tc.augment.active())
+    out << "training batches only: input noise " << tc.input_noise.describe() << ", augment "
+        << tc.augment.describe() << "\n";
 
-  Trainer trainer(model, cfg.training);
   if (o.progress == "bar") trainer.set_progress(Trainer::Progress::kBar);
   else if (o.progress == "lines") trainer.set_progress(Trainer::Progress::kLines);
   else if (o.progress == "quiet") trainer.set_progress(Trainer::Progress::kQuiet);
@@ -255,11 +262,11 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
       r.seconds = st.epoch_seconds;
       metrics.add(r);
     }
-    if (ckpt_now) save_checkpoint(ckpt, model, cfg, st, n_train);
+    if (ckpt_now) save_checkpoint(ckpt, model, trainer.optimizer(), cfg, st, n_train);
     return signals.caught() != 0;
   });
   trainer.on_epoch([&](const EpochResult& r, const TrainState& st) {
-    save_checkpoint(ckpt, model, cfg, st, n_train);
+    save_checkpoint(ckpt, model, trainer.optimizer(), cfg, st, n_train);
     MetricsRow row;
     row.epoch = r.epoch;
     row.step = st.global_step;
@@ -280,7 +287,7 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
   if (profiler) profiler->print(out);
 
   if (state.epoch < cfg.training.epochs) {  // stopped by a signal
-    save_checkpoint(ckpt, model, cfg, state, n_train);
+    save_checkpoint(ckpt, model, trainer.optimizer(), cfg, state, n_train);
     throw Error(ExitCode::kInterrupted,
                 str("interrupted by signal ", int(signals.caught()), " at epoch ", state.epoch + 1,
                     ", step ", state.step, "; checkpoint written to ", ckpt,

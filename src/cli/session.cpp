@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/threads.h"
 #include "model/memory.h"
+#include "optim/optimizer.h"
 
 namespace hpmc {
 
@@ -37,7 +38,8 @@ Session open_session(const CommonOptions& o, std::ostream& out, int batch,
   const DataFootprint data{which != Splits::kTest ? size_t(standard_train_size(s.format)) : 0,
                            which != Splits::kTrain ? size_t(kStandardTestSize) : 0,
                            sample.per_sample()};
-  const MemoryPlan plan = plan_memory(*s.model, run_batch, data);
+  const MemoryPlan plan =
+      plan_memory(*s.model, run_batch, data, optimizer_state_buffers(s.cfg.training.optimizer));
   const MemoryBudget budget = available_memory(s.model->device() == Device::kGPU);
   print_memory(out, plan, budget);
   out << std::flush;

@@ -9,3 +9,6 @@
 // No include guard: the file is included once per expansion of HPMC_LOSS.
 HPMC_LOSS(MseLoss)
 HPMC_LOSS(SoftmaxCrossEntropy)
+HPMC_LOSS(BceWithLogitsLoss)
+HPMC_LOSS(BceLoss)
+HPMC_LOSS(L1Loss)

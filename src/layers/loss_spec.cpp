@@ -38,4 +38,39 @@ const LossSchema& SoftmaxCrossEntropySpec::static_schema() {
 
 HPMC_REGISTER_LOSS_SPEC(SoftmaxCrossEntropy)
 
+const LossSchema& BceWithLogitsLossSpec::static_schema() {
+  static const LossSchema s{
+      LossKind::kBceWithLogitsLoss, "bce_with_logits",
+      "binary cross-entropy of sigmoid(output) against the input image, computed from the "
+      "logits without overflow (nn.BCEWithLogitsLoss)",
+      false, [](const Shape& in, const Shape& out, int) {
+        return fit_reconstruction("bce_with_logits", in, out);
+      }};
+  return s;
+}
+
+HPMC_REGISTER_LOSS_SPEC(BceWithLogitsLoss)
+
+const LossSchema& BceLossSpec::static_schema() {
+  static const LossSchema s{
+      LossKind::kBceLoss, "bce",
+      "binary cross-entropy of the output, probabilities in [0, 1] (end with a sigmoid), "
+      "against the input image, each log clamped at −100 (nn.BCELoss)",
+      false,
+      [](const Shape& in, const Shape& out, int) { return fit_reconstruction("bce", in, out); }};
+  return s;
+}
+
+HPMC_REGISTER_LOSS_SPEC(BceLoss)
+
+const LossSchema& L1LossSpec::static_schema() {
+  static const LossSchema s{
+      LossKind::kL1Loss, "l1", "mean absolute error between the output and the input image (nn.L1Loss)",
+      false,
+      [](const Shape& in, const Shape& out, int) { return fit_reconstruction("l1", in, out); }};
+  return s;
+}
+
+HPMC_REGISTER_LOSS_SPEC(L1Loss)
+
 }  // namespace hpmc

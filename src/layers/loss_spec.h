@@ -25,6 +25,33 @@ class SoftmaxCrossEntropySpec : public Loss {
   const LossSchema& schema() const override { return static_schema(); }
 };
 
+// bce_with_logits: binary cross-entropy of sigmoid(output) against the input
+// image, computed from the logits without overflow (nn.BCEWithLogitsLoss);
+// fits a model whose output has its input's shape.
+class BceWithLogitsLossSpec : public Loss {
+ public:
+  static const LossSchema& static_schema();
+  const LossSchema& schema() const override { return static_schema(); }
+};
+
+// bce: binary cross-entropy of probabilities (the output, e.g. after a
+// sigmoid layer) against the input image, each log clamped at −100
+// (nn.BCELoss); outputs or targets outside [0, 1] are errors. Fits a model
+// whose output has its input's shape.
+class BceLossSpec : public Loss {
+ public:
+  static const LossSchema& static_schema();
+  const LossSchema& schema() const override { return static_schema(); }
+};
+
+// l1: mean over every element of |output − input image| (nn.L1Loss); fits a
+// model whose output has its input's shape.
+class L1LossSpec : public Loss {
+ public:
+  static const LossSchema& static_schema();
+  const LossSchema& schema() const override { return static_schema(); }
+};
+
 // The fit rule of the losses that compare the output with the input image.
 std::string fit_reconstruction(const char* loss, const Shape& in, const Shape& out);
 

@@ -1,10 +1,10 @@
-// pool_spec.h — the parameter-free shape layers (maxpool2d, upsample2d,
-// flatten), each defined once for every device: the schema, configuration
-// checks (ConfigError), output shapes (ShapeError naming both shapes) and the
-// describe() text, as spec classes (MaxPool2dSpec, UpSample2dSpec,
-// FlattenSpec) from which the CPU classes in layers/cpu and the GPU classes
-// in layers/gpu derive, adding only the passes; and as free functions, for
-// the kernels' tests.
+// pool_spec.h — the parameter-free shape layers (maxpool2d, avgpool2d,
+// upsample2d, flatten), each defined once for every device: the schema,
+// configuration checks (ConfigError), output shapes (ShapeError naming both
+// shapes) and the describe() text, as spec classes (MaxPool2dSpec,
+// AvgPool2dSpec, UpSample2dSpec, FlattenSpec) from which the CPU classes in
+// layers/cpu and the GPU classes in layers/gpu derive, adding only the
+// passes; and as free functions, for the kernels' tests.
 #pragma once
 
 #include <string>
@@ -62,29 +62,74 @@ class MaxPool2dSpec : public Layer {
   PoolWindow win_;
 };
 
+// ---- avgpool2d ---------------------------------------------------------------
+
+struct AvgPool2dConfig {
+  int kernel = 2;
+  int stride = 0;  // 0 means = kernel (non-overlapping windows)
+};
+
+// As maxpool2d_window, for avgpool2d.
+PoolWindow avgpool2d_window(const std::string& layer_name, const AvgPool2dConfig& cfg);
+// (N, C, OH, OW) with maxpool2d's sizes (no padding, ceil_mode off); throws
+// ShapeError naming the k×k window and the H×W input when it does not fit.
+Shape avgpool2d_output_shape(const PoolWindow& win, const Shape& in);
+
+// avgpool2d: the mean of each k×k window (nn.AvgPool2d with padding 0, where
+// count_include_pad does not arise); layers/cpu/avgpool2d_ops.h.
+class AvgPool2dSpec : public Layer {
+ public:
+  static const LayerSchema& static_schema();
+  // Throws ConfigError for kernel < 1 or stride < 0.
+  AvgPool2dSpec(std::string name, const AvgPool2dConfig& cfg);
+  explicit AvgPool2dSpec(const LayerArgs& a);
+
+  const LayerSchema& schema() const override { return static_schema(); }
+  std::string describe() const override { return maxpool2d_describe(win_); }
+  Shape output_shape(const Shape& in) const override { return avgpool2d_output_shape(win_, in); }
+  int kernel() const { return win_.kernel; }
+  int stride() const { return win_.stride; }  // the effective stride (never 0)
+
+ protected:
+  PoolWindow win_;
+};
+
 // ---- upsample2d --------------------------------------------------------------
+
+// How upsample2d fills the new pixels (the YAML key `mode`).
+enum class UpsampleMode {
+  kNearest,   // copies (nn.Upsample(mode="nearest"))
+  kBilinear,  // interpolates (nn.Upsample(mode="bilinear", align_corners=False))
+};
+// "nearest" → kNearest, "bilinear" → kBilinear; throws ConfigError naming the
+// layer for any other word.
+UpsampleMode upsample2d_mode(const std::string& layer_name, const std::string& word);
+const char* upsample2d_mode_name(UpsampleMode mode);
 
 // Returns scale; throws ConfigError naming the layer for scale < 1.
 int upsample2d_check_scale(const std::string& layer_name, int scale);
 // (N, C, H·s, W·s).
 Shape upsample2d_output_shape(int scale, const Shape& in);
-// "nearest x2".
-std::string upsample2d_describe(int scale);
+// "nearest x2", "bilinear x2".
+std::string upsample2d_describe(int scale, UpsampleMode mode = UpsampleMode::kNearest);
 
 class UpSample2dSpec : public Layer {
  public:
   static const LayerSchema& static_schema();
   // Throws ConfigError for scale < 1.
-  explicit UpSample2dSpec(std::string name, int scale = 2);
+  explicit UpSample2dSpec(std::string name, int scale = 2,
+                          UpsampleMode mode = UpsampleMode::kNearest);
   explicit UpSample2dSpec(const LayerArgs& a);
 
   const LayerSchema& schema() const override { return static_schema(); }
-  std::string describe() const override { return upsample2d_describe(scale_); }
+  std::string describe() const override { return upsample2d_describe(scale_, interp_); }
   Shape output_shape(const Shape& in) const override { return upsample2d_output_shape(scale_, in); }
   int scale() const { return scale_; }
+  UpsampleMode interpolation() const { return interp_; }
 
  protected:
   int scale_;
+  UpsampleMode interp_;
 };
 
 // ---- flatten -----------------------------------------------------------------

@@ -9,13 +9,29 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "optim/schedule.h"
 
 namespace hpmc {
 
 namespace {
 
 const char* kFormat = "hpmc-checkpoint-1";
-const char* kMomentumPrefix = "optimizer.momentum.";
+
+// The tensor of optimizer state buffer `state` for parameter `param`.
+std::string state_tensor(const std::string& state, const std::string& param) {
+  return "optimizer." + state + "." + param;
+}
+
+int steps_per_epoch(int batch_size, int train_size) {
+  const int bs = std::min(batch_size, train_size);
+  return int((int64_t(train_size) + bs - 1) / bs);
+}
+
+// The schedule `cfg` gives a run of train_size samples (its identity).
+std::string schedule_identity(const TrainingConfig& tc, int train_size) {
+  const int64_t run_steps = int64_t(tc.epochs) * steps_per_epoch(tc.batch_size, train_size);
+  return Schedule(tc.schedule, tc.optimizer.lr, run_steps).identity();
+}
 
 std::string hexfloat(double v) {
   char buf[64];
@@ -38,6 +54,11 @@ struct ResumeMeta {
   int64_t global_step = 0;
   bool shuffle = false, momentum = false;
   double loss_sum = 0, correct = 0;
+  // The optimizer: its type, state buffers ("momentum", "m,v" or ""), steps
+  // taken, and the schedule's identity. A checkpoint written before these
+  // fields existed is sgd (momentum as its flag says) at a constant rate.
+  std::string optimizer, state, schedule;
+  int64_t optimizer_steps = 0;
 };
 
 // Reads the metadata fields of a training checkpoint. Every failure names the
@@ -163,6 +184,29 @@ ResumeMeta read_resume_meta(const std::string& path, const CheckpointMeta& meta)
     r.fail("epoch_correct", str("is ", printable(meta.get("epoch_correct")), " (", m.correct,
                                 "), not a whole number from 0 to the ", seen,
                                 " samples the epoch has seen by step ", m.step));
+  if (meta.values.count("optimizer")) {
+    m.optimizer = r.text("optimizer");
+    const bool sgd = m.optimizer == "sgd";
+    if (!sgd && m.optimizer != "adam" && m.optimizer != "adamw")
+      r.fail("optimizer", str("is '", printable(m.optimizer), "', not sgd, adam or adamw"));
+    m.state = r.text("optimizer_state");
+    const std::string want = sgd ? (m.momentum ? "momentum" : "") : "m,v";
+    if (m.state != want)
+      r.fail("optimizer_state", str("is '", printable(m.state), "' but ", m.optimizer,
+                                    sgd ? str(" with momentum ", m.momentum ? "on" : "off") : "",
+                                    " keeps '", want, "'"));
+    m.optimizer_steps = r.integer("optimizer_steps", 0, std::numeric_limits<int64_t>::max());
+    m.schedule = r.text("schedule");
+  } else {
+    m.optimizer = "sgd";
+    m.state = m.momentum ? "momentum" : "";
+    m.optimizer_steps = -1;  // the global step, once read
+    m.schedule = Schedule::legacy_identity();
+  }
+  if (m.optimizer_steps < 0) m.optimizer_steps = m.global_step;
+  if (m.optimizer_steps != m.global_step)
+    r.fail("optimizer_steps", str("is ", m.optimizer_steps, " but the run has taken ",
+                                  m.global_step, " steps (global_step)"));
   return m;
 }
 
@@ -173,29 +217,34 @@ std::string CheckpointMeta::get(const std::string& key) const {
   return it == values.end() ? "" : it->second;
 }
 
-void save_checkpoint(const std::string& path, const Model& model, const Config& cfg,
-                     const TrainState& state, int train_size) {
-  // The one place a checkpoint copies parameters off the device.
+void save_checkpoint(const std::string& path, const Model& model, const Optimizer& opt,
+                     const Config& cfg, const TrainState& state, int train_size) {
+  HPMC_CHECK(opt.steps() == state.global_step, "saving an optimizer that has taken ", opt.steps(),
+             " steps at global step ", state.global_step);
+  // The one place a checkpoint copies parameters and optimizer state off the device.
   const ParamStore& ps = model.params();
   Tensor params = ps.params().to_device(Device::kCPU);
-  const bool momentum = cfg.training.momentum > 0;
-  Tensor mom = momentum ? ps.momentum().to_device(Device::kCPU) : Tensor();
+  std::vector<Tensor> states;
+  for (size_t i = 0; i < opt.state_names().size(); ++i)
+    states.push_back(opt.state(i).to_device(Device::kCPU));
 
   Tensor buffers = ps.buffers().to_device(Device::kCPU);
 
   std::vector<SafetensorsEntry> entries;
-  std::vector<std::string> names;  // keeps the momentum names alive
-  names.reserve(ps.entries().size());
+  std::vector<std::string> names;  // keeps the state tensors' names alive
+  names.reserve(ps.entries().size() * states.size());
   for (const auto& e : ps.entries())
     entries.push_back({e.name, "F32", dims64(e.dims), params.data<float>() + e.offset, e.count * 4});
   for (const auto& e : ps.buffer_entries())
     entries.push_back({e.name, "F32", dims64(e.dims), buffers.data<float>() + e.offset, e.count * 4});
-  if (momentum)
+  for (size_t i = 0; i < states.size(); ++i)
     for (const auto& e : ps.entries()) {
-      names.push_back(kMomentumPrefix + e.name);
-      entries.push_back({names.back(), "F32", dims64(e.dims), mom.data<float>() + e.offset, e.count * 4});
+      names.push_back(state_tensor(opt.state_names()[i], e.name));
+      entries.push_back({names.back(), "F32", dims64(e.dims), states[i].data<float>() + e.offset,
+                         e.count * 4});
     }
 
+  const bool momentum = opt.find_state("momentum") != nullptr;
   std::map<std::string, std::string> meta = {
       {"format", kFormat},
       {"hpmc_version", HPMC_VERSION},
@@ -213,13 +262,25 @@ void save_checkpoint(const std::string& path, const Model& model, const Config& 
       {"epoch_loss_sum", hexfloat(state.loss_sum)},
       {"epoch_correct", hexfloat(state.correct)},
       {"momentum", momentum ? "true" : "false"},
+      {"optimizer", opt.type()},
+      {"optimizer_state", opt.state_list()},
+      {"optimizer_steps", std::to_string(opt.steps())},
+      {"optimizer_settings", opt.describe()},
+      {"schedule", schedule_identity(cfg.training, train_size)},
+      {"clip_grad_norm", str(cfg.training.clip_grad_norm)},
       {"data_order", "permutation of the training set drawn from (seed, epoch) by xoshiro256**"},
+      {"input_noise", cfg.training.input_noise.describe()},
+      {"augment", cfg.training.augment.describe()},
   };
   write_safetensors(path, entries, meta);
 }
 
-CheckpointMeta load_checkpoint(const std::string& path, Model& model, const Config* cfg,
-                               TrainState* state, int train_size) {
+namespace {
+
+// Loads the weights and, with `state`, the optimizer's state and the
+// training position; every check passes before the model or `opt` changes.
+CheckpointMeta load(const std::string& path, Model& model, Optimizer* opt, const Config* cfg,
+                    TrainState* state, int train_size) {
   SafetensorsFile f = SafetensorsFile::read(path);
   CheckpointMeta meta{f.metadata()};
   ParamStore& ps = model.params();
@@ -242,9 +303,8 @@ CheckpointMeta load_checkpoint(const std::string& path, Model& model, const Conf
   const bool want_state = state != nullptr;
   ResumeMeta rm;
   if (want_state) {
-    HPMC_CHECK(cfg != nullptr, "resuming needs the config");
     rm = read_resume_meta(path, meta);
-    auto must_match = [&](bool same, const char* cfg_key, const std::string& then,
+    auto must_match = [&](bool same, const std::string& cfg_key, const std::string& then,
                           const std::string& now) {
       if (!same)
         throw ConfigError(str("cannot resume from ", path, ": it was written with ", cfg_key, " ",
@@ -260,10 +320,28 @@ CheckpointMeta load_checkpoint(const std::string& path, Model& model, const Conf
                tc.shuffle ? "true" : "false");
     must_match(rm.train_size == train_size, "a training set of size", meta.get("train_size"),
                std::to_string(train_size));
-    if ((tc.momentum > 0) != rm.momentum)
+    // Absent from checkpoints written before the settings existed: those had none.
+    auto or_none = [](const std::string& v) { return v.empty() ? std::string("none") : v; };
+    must_match(or_none(meta.get("input_noise")) == tc.input_noise.describe(),
+               "training.input_noise", or_none(meta.get("input_noise")),
+               tc.input_noise.describe());
+    must_match(or_none(meta.get("augment")) == tc.augment.describe(), "data.augment",
+               or_none(meta.get("augment")), tc.augment.describe());
+    const OptimizerConfig& oc = tc.optimizer;
+    must_match(rm.optimizer == oc.type, "the optimizer", rm.optimizer,
+               oc.flat ? "sgd (the default, without training.optimizer)"
+                       : str(oc.type, " (training.optimizer.type)"));
+    if (rm.state != opt->state_list()) {  // sgd: momentum on or off
+      HPMC_CHECK(oc.type == "sgd", "optimizer ", oc.type, " with state '", opt->state_list(), "'");
       throw ConfigError(str("cannot resume from ", path, ": it was written with momentum ",
-                            rm.momentum ? "on" : "off", " but this run has training.momentum ",
-                            tc.momentum, "; use --init ", path, " instead"));
+                            rm.momentum ? "on" : "off", " but this run has ", oc.key("momentum"),
+                            " ", oc.momentum, "; use --init ", path, " instead"));
+    }
+    must_match(rm.schedule == schedule_identity(tc, train_size), "the schedule",
+               printable(rm.schedule),
+               str(schedule_identity(tc, train_size),
+                   " (training.schedule; a cosine spans the run's epochs unless total_steps is "
+                   "given)"));
   }
 
   // Every tensor is read (and so checked) before the model changes.
@@ -273,18 +351,22 @@ CheckpointMeta load_checkpoint(const std::string& path, Model& model, const Conf
   Tensor buffers = Tensor::zeros(ps.buffers().shape());
   for (const auto& e : ps.buffer_entries())
     f.copy_to(e.name, "F32", dims64(e.dims), buffers.data<float>() + e.offset);
-  const bool restore_momentum = want_state && rm.momentum;
-  Tensor mom = restore_momentum ? Tensor::zeros(ps.momentum().shape()) : Tensor();
-  if (restore_momentum)
-    for (const auto& e : ps.entries())
-      f.copy_to(kMomentumPrefix + e.name, "F32", dims64(e.dims), mom.data<float>() + e.offset);
+  std::vector<Tensor> states;
+  if (want_state)
+    for (const std::string& name : opt->state_names()) {
+      states.push_back(Tensor::zeros(ps.params().shape()));
+      for (const auto& e : ps.entries())
+        f.copy_to(state_tensor(name, e.name), "F32", dims64(e.dims),
+                  states.back().data<float>() + e.offset);
+    }
 
   ps.params().copy_from(host);
   ps.buffers().copy_from(buffers);
   ps.grads().fill_zero();
-  ps.momentum().fill_zero();
-  if (restore_momentum) ps.momentum().copy_from(mom);
   if (want_state) {
+    opt->reset();
+    for (size_t i = 0; i < states.size(); ++i) opt->state(i).copy_from(states[i]);
+    opt->set_steps(rm.optimizer_steps);
     state->epoch = rm.epoch;
     state->step = rm.step;
     state->global_step = rm.global_step;
@@ -293,6 +375,17 @@ CheckpointMeta load_checkpoint(const std::string& path, Model& model, const Conf
     state->epoch_seconds = 0;
   }
   return meta;
+}
+
+}  // namespace
+
+CheckpointMeta load_checkpoint(const std::string& path, Model& model) {
+  return load(path, model, nullptr, nullptr, nullptr, -1);
+}
+
+CheckpointMeta load_checkpoint(const std::string& path, Model& model, Optimizer& opt,
+                               const Config& cfg, TrainState& state, int train_size) {
+  return load(path, model, &opt, &cfg, &state, train_size);
 }
 
 }  // namespace hpmc

@@ -5,12 +5,21 @@
 // [out, in, kh, kw], linear weight [out, in], bias [out]) — the names and
 // layouts a PyTorch model of the same architecture uses, so `safetensors`
 // or numpy loads them; layer buffers (batch norm's running statistics) as
-// "<layer>.<buffer>" under PyTorch's names. With momentum > 0, the SGD momentum buffers follow
-// as "optimizer.momentum.<layer>.<param>".
+// "<layer>.<buffer>" under PyTorch's names. The optimizer's state buffers
+// follow as "optimizer.<state>.<layer>.<param>": optimizer.momentum.* for sgd
+// with momentum (the names checkpoints have always used), optimizer.m.* and
+// optimizer.v.* for adam and adamw.
 // Metadata (strings): format, hpmc version, config name, impl, seed,
-// batch size, training-set size, epoch, step, global step, and the epoch's
-// partial loss sums as exact hex floats, so that `--resume` continues bit
-// for bit. Nothing time-dependent goes in: the same run gives the same bytes.
+// batch size, training-set size, input noise and augmentation (their
+// describe(), data/augment.h), epoch, step, global step, the epoch's
+// partial loss sums as exact hex floats, and the optimizer (optimizer: its
+// type; optimizer_state: its state buffers, "momentum", "m,v" or "";
+// optimizer_steps: the steps it has taken; optimizer_settings: its
+// hyperparameters, for reading; schedule: the schedule's identity;
+// momentum: whether there is a momentum buffer, as before), so that
+// `--resume` continues bit for bit. Nothing time-dependent goes in: the same
+// run gives the same bytes. A checkpoint without the optimizer fields
+// (written before they existed) is sgd at a constant rate.
 #pragma once
 
 #include <map>
@@ -19,6 +28,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "model/trainer.h"
+#include "optim/optimizer.h"
 
 namespace hpmc {
 
@@ -27,18 +37,25 @@ struct CheckpointMeta {
   std::string get(const std::string& key) const;  // "" if absent
 };
 
-// Write crash-safely (temp file, fsync, rename).
-void save_checkpoint(const std::string& path, const Model& model, const Config& cfg,
-                     const TrainState& state, int train_size);
+// Write crash-safely (temp file, fsync, rename). `opt` must have taken
+// state.global_step steps.
+void save_checkpoint(const std::string& path, const Model& model, const Optimizer& opt,
+                     const Config& cfg, const TrainState& state, int train_size);
 
 // Load the weights into `model`, checking that every parameter is present
-// with its shape (the first mismatch is named with both shapes). With
-// `state` non-null, also restore the momentum and the training position,
-// checking that the run can continue exactly (same seed, batch, data size)
-// and that every metadata field is well formed, in its range and consistent
-// with the others (DataError naming the file and the field), all before the
-// model changes.
-CheckpointMeta load_checkpoint(const std::string& path, Model& model, const Config* cfg = nullptr,
-                               TrainState* state = nullptr, int train_size = -1);
+// with its shape (the first mismatch is named with both shapes).
+CheckpointMeta load_checkpoint(const std::string& path, Model& model);
+
+// The same, and restore the optimizer's state and step count and the
+// training position, checking that the run can continue exactly: the same
+// seed, batch, data size, optimizer type (and for sgd, momentum on or off),
+// schedule, input noise and augmentation (ConfigError naming the setting), every metadata field well
+// formed, in its range and consistent with the others (DataError naming the
+// file and the field), all before the model or the optimizer changes. The
+// optimizer's hyperparameters (learning rate, momentum, betas, eps, weight
+// decay) and the clipping may differ from the checkpoint's, as --lr always
+// could.
+CheckpointMeta load_checkpoint(const std::string& path, Model& model, Optimizer& opt,
+                               const Config& cfg, TrainState& state, int train_size);
 
 }  // namespace hpmc

@@ -89,8 +89,15 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 // ---- ConfigSource / MapReader ----------------------------------------------
 
 std::string ConfigSource::where(const YAML::Node& node, const std::string& path) const {
-  auto it = overrides.find(path);
-  if (it != overrides.end()) return it->second;
+  // The override that set this value, or a mapping or list around it
+  // (--set 'training.input_noise={type: mask}' names training.input_noise.type).
+  for (std::string p = path;;) {
+    auto it = overrides.find(p);
+    if (it != overrides.end()) return it->second;
+    const size_t dot = p.rfind('.');
+    if (dot == std::string::npos) break;
+    p.resize(dot);
+  }
   if (node && node.Mark().line >= 0)
     return str(file, ":", node.Mark().line + 1, ":", node.Mark().column + 1);
   return file;
@@ -425,6 +432,14 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
     cfg.data.train_limit = d.get_int("train_limit", 0, 0, std::numeric_limits<int>::max());
     cfg.data.test_limit = d.get_int("test_limit", 0, 0, std::numeric_limits<int>::max());
     cfg.data.synthetic = d.get_bool("synthetic", false);
+    {
+      MapReader a(d.get_node("augment"), "data.augment", src);
+      auto& aug = cfg.training.augment;
+      aug.hflip = a.get_bool("hflip", aug.hflip);
+      aug.crop_padding = a.get_int("crop_padding", aug.crop_padding, 0, 1024);
+      a.finish();
+      d.set_resolved("augment", a.resolved());
+    }
     d.finish();
     cfg.resolved["data"] = d.resolved();
   }
@@ -445,18 +460,41 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
     cfg.resolved["model"] = mr;
   }
   {
+    redirect_lr_override(root, src);  // --lr into training.optimizer.lr
     MapReader t(top.get_node("training"), "training", src);
     auto& tr = cfg.training;
     tr.epochs = t.get_int("epochs", tr.epochs, 1, 1000000);
     tr.batch_size = t.get_int("batch_size", tr.batch_size, 1, 1 << 20);
-    tr.lr = t.get_float("lr", tr.lr, 0.0, 1e6);
-    tr.momentum = t.get_float("momentum", tr.momentum, 0.0, 0.999999);
-    tr.weight_decay = t.get_float("weight_decay", tr.weight_decay, 0.0, 1e6);
+    read_optim_config(t, src, tr.optimizer, tr.schedule, tr.clip_grad_norm);
     tr.seed = t.get_u64("seed", tr.seed);
     tr.shuffle = t.get_bool("shuffle", tr.shuffle);
     tr.threads = t.get_int("threads", tr.threads, 0, 4096);
     tr.fuse = t.get_bool("fuse", tr.fuse);
     tr.fold_upsample = t.get_bool("fold_upsample", tr.fold_upsample);
+    {
+      // {type: gaussian, std: S} | {type: mask, p: P} | {type: none}; each type
+      // knows only its own key.
+      MapReader n(t.get_node("input_noise"), "training.input_noise", src);
+      auto& noise = tr.input_noise;
+      const std::string type = n.get_choice("type", "none", {"none", "gaussian", "mask"});
+      if (type == "gaussian") {
+        noise.type = InputNoiseConfig::Type::kGaussian;
+        noise.std = n.get_float("std", noise.std, 0.0, 1e3);
+      } else if (type == "mask") {
+        noise.type = InputNoiseConfig::Type::kMask;
+        noise.p = n.get_float("p", noise.p, 0.0, 1.0);
+        if (noise.p >= 1.0)
+          n.fail("p", "must be below 1 (p = 1 sets every input value to 0), got 1");
+      }
+      for (const auto& [key, owner] : {std::pair<std::string, std::string>{"std", "gaussian"},
+                                       {"p", "mask"}})
+        if (type != owner && n.has(key))
+          n.fail(key, str("belongs to type: ", owner, ", but the type is ", type,
+                          type == "none" ? " (the default)" : "", "; remove the key or set type: ",
+                          owner));
+      n.finish();
+      t.set_resolved("input_noise", n.resolved());
+    }
     t.finish();
     cfg.resolved["training"] = t.resolved();
   }

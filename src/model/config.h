@@ -17,6 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "data/augment.h"
+#include "optim/optim_config.h"
+
 namespace hpmc {
 
 // Where each config value came from, for error messages.
@@ -89,9 +92,11 @@ struct DataConfig {
 struct TrainingConfig {
   int epochs = 1;
   int batch_size = 64;
-  double lr = 0.01;
-  double momentum = 0.0;
-  double weight_decay = 0.0;
+  // training.optimizer (or the flat lr / momentum / weight_decay: sgd),
+  // training.schedule, training.clip_grad_norm (0: off): optim/optim_config.h
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  double clip_grad_norm = 0.0;
   uint64_t seed = 1;
   bool shuffle = true;
   int threads = 0;  // CPU threads; 0: OMP_NUM_THREADS or every core
@@ -102,6 +107,12 @@ struct TrainingConfig {
   // GPU, --impl im2col, with fuse: a nearest ×2 upsample runs inside the 3×3
   // conv2d after it (the rewrite's fold); results equal to rounding, not bit for bit
   bool fold_upsample = true;
+  // Training-time input transforms (data/augment.h), applied by the trainer to
+  // training batches only. input_noise is training.input_noise; augment is
+  // read from data.augment (where the YAML keeps what is done to the data)
+  // and kept here, with everything else the trainer reads.
+  InputNoiseConfig input_noise;
+  AugmentConfig augment;
 };
 
 struct OutputConfig {

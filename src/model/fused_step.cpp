@@ -47,9 +47,26 @@ const ParamEntry* find_entry(const ParamStore& store, const std::string& name) {
 
 }  // namespace
 
+std::string fused_optimizer_refusal(const TrainingConfig& cfg) {
+  const OptimizerConfig& o = cfg.optimizer;
+  if (o.type != "sgd")
+    return str("the fused kernel applies SGD, and training.optimizer.type is ", o.type);
+  if (o.nesterov) return "the fused kernel applies SGD without Nesterov momentum";
+  if (cfg.clip_grad_norm > 0)
+    return "gradient clipping (training.clip_grad_norm) needs the whole gradient before any "
+           "update, and the fused kernel updates each layer as soon as its gradient is done";
+  return "";
+}
+
 std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
                                const Dataset& train) {
   if (!cfg.fuse) return "training.fuse is false";
+  if (cfg.input_noise.active())
+    return str("training.input_noise is ", cfg.input_noise.describe(),
+               " (the fused step trains on the clean batch)");
+  if (cfg.augment.active())
+    return str("data.augment is ", cfg.augment.describe(),
+               " (the fused step trains on the batch as gathered)");
   if (model.impl() != Impl::kIm2col) return str("the fused step is part of --impl im2col, not ",
                                                 impl_name(model.impl()));
   for (const auto& l : model.layers()) {
@@ -76,18 +93,26 @@ std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
   for (int i = 0; i < train.size(); ++i)
     if (lab[i] < 0 || lab[i] >= classes)  // the layer-by-layer loss reports it
       return str("training label ", lab[i], " of sample ", i, " is outside [0, ", classes, ")");
+  if (std::string o = fused_optimizer_refusal(cfg); !o.empty()) return o;
   if (!gpu::mlp_step_supported(&why)) return why;
   return "";
 }
 
-FusedStep::FusedStep(Model& model, const TrainingConfig& cfg, int max_batch) {
+FusedStep::FusedStep(Model& model, Optimizer& opt, const TrainingConfig& cfg, int max_batch)
+    : opt_(opt) {
   std::string why;
   const auto linears = mlp_linears(model, &why);
   HPMC_CHECK(!linears.empty(), "fused step: ", why);
+  const std::string refusal = fused_optimizer_refusal(cfg);
+  HPMC_CHECK(refusal.empty() && opt.type() == "sgd", "fused step: ", refusal);
+  const OptimizerConfig& oc = cfg.optimizer;
   ParamStore& ps = model.params();
   float* p = ps.params().data<float>();
   float* g = ps.grads().data<float>();
-  float* v = cfg.momentum != 0 ? ps.momentum().data<float>() : nullptr;
+  Tensor* momentum = opt.find_state("momentum");
+  HPMC_CHECK((oc.momentum != 0) == (momentum != nullptr), "fused step: momentum ", oc.momentum,
+             " but the optimizer keeps state '", opt.state_list(), "'");
+  float* v = momentum ? momentum->data<float>() : nullptr;
   gpu::MlpStepDesc d;
   d.dims.push_back(model.input_shape().per_sample());
   for (const Layer* l : linears) {
@@ -103,9 +128,9 @@ FusedStep::FusedStep(Model& model, const TrainingConfig& cfg, int max_batch) {
     d.vw.push_back(v ? v + w->offset : nullptr);
     d.vb.push_back(v ? v + b->offset : nullptr);
   }
-  d.lr = float(cfg.lr);
-  d.momentum = float(cfg.momentum);
-  d.weight_decay = float(cfg.weight_decay);
+  d.lr = float(oc.lr);
+  d.momentum = float(oc.momentum);
+  d.weight_decay = float(oc.weight_decay);
   d.max_batch = max_batch;
   step_ = std::make_unique<gpu::MlpStep>(d);
 }
@@ -116,15 +141,17 @@ std::string FusedStep::describe() const {
   return "fused: the whole step is one GPU kernel (training.fuse)";
 }
 
-void FusedStep::run(BatchFeeder& feed, int begin, int n, Tensor& acc, Profiler* prof) {
+void FusedStep::run(BatchFeeder& feed, int begin, int n, Tensor& acc, double lr, Profiler* prof) {
   ProfileScope scope(prof, "fused step");
   HPMC_CHECK(begin >= 0 && n >= 0 && begin + n <= feed.size(), "batch [", begin, ", ",
              begin + n, ") outside ", feed.size(), " samples");
   HPMC_CHECK(double(feed.size()) * double(feed.data().images.shape().per_sample()) < 2147483647.0,
              "fused step: the dataset is too large for 32-bit pixel offsets");
+  step_->set_lr(float(lr));  // as the layer-by-layer Sgd rounds it
   const int next = begin + n, next_n = std::min(n, feed.size() - next);
   step_->run(feed.device_images(), feed.device_labels(), feed.device_order() + begin, n,
              feed.order_version(), acc.data<double>(), feed.device_order() + next, next_n);
+  opt_.count_step();
 }
 
 }  // namespace hpmc

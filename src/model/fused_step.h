@@ -6,9 +6,13 @@
 // model runs on the GPU with --impl im2col, and the model is an MLP of the
 // mnist_mlp kind: optional leading flatten layers, then 2 to 8 linear layers
 // with a bias, a relu between each two and none after the last, softmax
-// cross-entropy on at most 32 classes, and every training label in range.
-// Anything else trains layer by layer, as does every model with
-// training.fuse: false; fused_step_refusal says why.
+// cross-entropy on at most 32 classes, every training label in range, and
+// neither training.input_noise nor data.augment (the kernel gathers its own
+// batch). Anything else trains layer by layer, as does every model with
+// training.fuse: false; fused_step_refusal says why. The kernel's update is
+// SGD (momentum, weight decay, the schedule's learning rate passed per step);
+// Adam, AdamW, Nesterov momentum and gradient clipping train layer by layer
+// (fused_optimizer_refusal says why).
 #pragma once
 
 #include <memory>
@@ -18,6 +22,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "model/step_strategy.h"
+#include "optim/optimizer.h"
 
 namespace hpmc {
 
@@ -30,21 +35,26 @@ class MlpStep;
 // Looks at the model, the training config and the training labels only.
 std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
                                const Dataset& train);
+// The part of it that concerns the optimizer, schedule and clipping alone:
+// why the fused kernel cannot apply cfg's update, or "".
+std::string fused_optimizer_refusal(const TrainingConfig& cfg);
 
 class FusedStep : public StepStrategy {
  public:
-  // The fused step for batches up to max_batch; call only when
-  // fused_step_refusal() gave "".
-  FusedStep(Model& model, const TrainingConfig& cfg, int max_batch);
+  // The fused step for batches up to max_batch, updating the model's
+  // parameters and `opt`'s momentum (an Sgd); call only when
+  // fused_step_refusal() gave "". run() counts the optimizer's steps.
+  FusedStep(Model& model, Optimizer& opt, const TrainingConfig& cfg, int max_batch);
   ~FusedStep() override;
 
   std::string describe() const override;
   // One step on order[begin, begin + n) of the feeder's epoch order (the
-  // feeder's dataset on the GPU); acc += {Σ loss, Σ correct}.
-  void run(BatchFeeder& feed, int begin, int n, Tensor& acc, Profiler* prof) override;
+  // feeder's dataset on the GPU) at learning rate lr; acc += {Σ loss, Σ correct}.
+  void run(BatchFeeder& feed, int begin, int n, Tensor& acc, double lr, Profiler* prof) override;
 
  private:
   std::unique_ptr<gpu::MlpStep> step_;
+  Optimizer& opt_;
 };
 
 }  // namespace hpmc

@@ -28,16 +28,35 @@ RewriteNode rewrite_node(const Layer& layer) {
       n.role = RewriteNode::Role::kAct;
       n.act = Activation::relu();
       break;
+    case LayerKind::kLeakyReLU:
+      n.role = RewriteNode::Role::kAct;
+      n.act = Activation::leaky_relu(dynamic_cast<const LeakyReLUSpec&>(layer).negative_slope());
+      break;
+    case LayerKind::kSigmoid:
+      n.role = RewriteNode::Role::kAct;
+      n.act = Activation::sigmoid();
+      break;
+    case LayerKind::kTanh:
+      n.role = RewriteNode::Role::kAct;
+      n.act = Activation::tanh();
+      break;
+    case LayerKind::kPReLU:  // the epilogue could apply it, but not train its slopes
+      n.role = RewriteNode::Role::kAct;
+      n.act = Activation::prelu(nullptr);
+      break;
     case LayerKind::kMaxPool2d: {
       const auto& pool = dynamic_cast<const MaxPool2dSpec&>(layer);
       n.role = RewriteNode::Role::kMaxPool;
       n.win = PoolWindow{pool.kernel(), pool.stride()};
       break;
     }
-    case LayerKind::kUpSample2d:
+    case LayerKind::kUpSample2d: {
+      const auto& up = dynamic_cast<const UpSample2dSpec&>(layer);
       n.role = RewriteNode::Role::kUpsample;
-      n.scale = dynamic_cast<const UpSample2dSpec&>(layer).scale();
+      n.scale = up.scale();
+      n.nearest = up.interpolation() == UpsampleMode::kNearest;
       break;
+    }
     default: break;
   }
   return n;
@@ -103,8 +122,11 @@ class Matcher {
     std::string why;
     if (!o_.fold) why = "training.fold_upsample is false";
     else if (hides_features(i, i + 1)) why = features_reason(i);
-    else if (!conv.im2col) why = str(conv.name, " runs impl ", conv.impl, "; the fold is an im2col kernel");
-    else if (!up.nearest || up.scale != 2) why = str("the fold takes a nearest x2 upsample, not x", up.scale);
+    else if (!conv.im2col)
+      why = str(conv.name, " runs impl ", conv.impl, "; the fold is an im2col kernel");
+    else if (!up.nearest)
+      why = str(up.name, " is bilinear; the fold takes a nearest x2 upsample");
+    else if (up.scale != 2) why = str("the fold takes a nearest x2 upsample, not x", up.scale);
     else if (!gpu::implicit_detail::upconv_fold_applies(conv2d_shape(conv.conv, conv.in)))
       why = str(conv.name, " (", conv.conv.in_channels, "->", conv.conv.out_channels, " ",
                 conv2d_describe(conv.conv), " on ", conv.in.h, "x", conv.in.w,
@@ -122,7 +144,8 @@ class Matcher {
     const std::string what = str(act.name, " not in the epilogue of ", conv.name);
     std::string why;
     if (hides_features(a - 1, a)) why = features_reason(a - 1);
-    else if (!conv.im2col) why = str(conv.name, " runs impl ", conv.impl, "; the epilogue is an im2col kernel's");
+    else if (!conv.im2col)
+      why = str(conv.name, " runs impl ", conv.impl, "; the epilogue is an im2col kernel's");
     else if (act.act.is_none()) why = str(act.name, " has no epilogue form");
     else if (act.act.kind == ActKind::kPrelu)
       why = "prelu's slope gradient needs its input, which the epilogue does not keep";
@@ -145,6 +168,8 @@ class Matcher {
     if (hides_features(a, next)) why = features_reason(a);
     else if (act.act.kind != ActKind::kRelu)
       why = str(activation_text(act.act), "'s backward is not a mask (only relu's is)");
+    else if (is(v_, next, Role::kUpsample) && !at(next).nearest)
+      why = str(at(next).name, " is a bilinear upsample, whose backward takes no mask");
     else if (a <= o_.first_trained)
       why = str("no layer before ", act.name, " has parameters, so its backward never runs");
     if (why.empty()) return true;

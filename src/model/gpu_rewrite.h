@@ -9,7 +9,7 @@
 //             act: relu, leaky_relu with slope ≥ 0, sigmoid, tanh — not
 //             prelu, whose slope gradient needs the input the epilogue does
 //             not keep)
-//   mask      [relu, maxpool2d | upsample2d | upsample2d+conv2d folded]: the
+//   mask      [relu, maxpool2d | upsample2d nearest | upsample2d+conv2d folded]: the
 //             ReLU's backward runs in the backward of the layer after it, as
 //             the mask x > 0 of that layer's input (the ReLU's output); only
 //             where the ReLU's input gradient is needed (a layer with

@@ -78,7 +78,17 @@ size_t mem_available() {
 size_t MemoryPlan::host_bytes() const { return sum(host); }
 size_t MemoryPlan::device_bytes() const { return sum(device); }
 
-MemoryPlan plan_memory(const Model& model, int batch, const DataFootprint& data) {
+namespace {
+
+std::string param_buffers_label(int optimizer_buffers) {
+  return optimizer_buffers > 0 ? "parameters, gradients and optimizer state"
+                               : "parameters and gradients";
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Model& model, int batch, const DataFootprint& data,
+                       int optimizer_buffers) {
   MemoryPlan p;
   p.batch = batch;
   const bool gpu = model.device() == Device::kGPU;
@@ -89,7 +99,7 @@ MemoryPlan plan_memory(const Model& model, int batch, const DataFootprint& data)
   const size_t order = data.train * sizeof(int32_t);
 
   std::vector<MemoryItem>& on = gpu ? p.device : p.host;
-  on.push_back({"parameters, gradients and momentum", 3 * params});
+  on.push_back({param_buffers_label(optimizer_buffers), size_t(2 + optimizer_buffers) * params});
   on.push_back({str("activations and their gradients at batch ", batch),
                 model.activation_bytes(batch) + size_t(batch) * input});
   on.push_back({"layer workspace", model.workspace_bytes(batch)});
@@ -180,10 +190,11 @@ void check_memory(const MemoryPlan& plan, const MemoryBudget& budget) {
                            format_bytes(double(budget.device)), " are free on the GPU", hint));
 }
 
-void check_parameter_memory(size_t padded_floats, bool on_gpu) {
+void check_parameter_memory(size_t padded_floats, bool on_gpu, int optimizer_buffers) {
   MemoryPlan p;
   const size_t bytes = padded_floats * sizeof(float);
-  (on_gpu ? p.device : p.host).push_back({"parameters, gradients and momentum", 3 * bytes});
+  (on_gpu ? p.device : p.host)
+      .push_back({param_buffers_label(optimizer_buffers), size_t(2 + optimizer_buffers) * bytes});
   p.host.push_back({"host copies of the parameters (initialisation, checkpoints)", 2 * bytes});
   const MemoryBudget b = available_memory(on_gpu);
   if (b.host && p.host_bytes() > b.host)
@@ -193,7 +204,7 @@ void check_parameter_memory(size_t padded_floats, bool on_gpu) {
                            "); use fewer or narrower layers (out_channels, out_features)"));
   if (b.has_device && p.device_bytes() > b.device)
     throw RuntimeError(str("the model's parameters take ", format_bytes(double(p.device_bytes())),
-                           " of GPU memory (parameters, gradients and momentum) but ",
+                           " of GPU memory (", param_buffers_label(optimizer_buffers), ") but ",
                            format_bytes(double(b.device)),
                            " are free on the GPU; use fewer or narrower layers (out_channels, "
                            "out_features)"));

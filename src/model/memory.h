@@ -2,8 +2,9 @@
 // anything large is allocated, and checked against what the machine has.
 //
 // The plan counts every buffer hpmc allocates for the run's size: the
-// parameter, gradient and momentum buffers (params.h), the host copies that
-// initialisation and checkpoints make of them, the activations and their
+// parameter and gradient buffers (params.h) and the optimizer's state
+// buffers of the same size, the host copies that initialisation and
+// checkpoints make of them, the activations and their
 // gradients for the largest batch (Model::activation_bytes), the batch being
 // fed, the layers' scratch (Model::workspace_bytes) and the dataset (as
 // loaded: uint8 pixels and int32 labels, on the GPU a second copy). GPU
@@ -45,7 +46,10 @@ struct DataFootprint {
   size_t sample_bytes = 0;  // uint8 pixels of one image
 };
 
-MemoryPlan plan_memory(const Model& model, int batch, const DataFootprint& data);
+// optimizer_buffers: the optimizer's state buffers of the parameter buffer's
+// size (optim/optimizer.h optimizer_state_buffers: 0, 1 or 2).
+MemoryPlan plan_memory(const Model& model, int batch, const DataFootprint& data,
+                       int optimizer_buffers);
 
 struct MemoryBudget {
   size_t host = 0;
@@ -70,9 +74,9 @@ void print_memory(std::ostream& os, const MemoryPlan& plan, const MemoryBudget& 
 void check_memory(const MemoryPlan& plan, const MemoryBudget& budget);
 
 // The early check Model::build makes before it allocates the parameter
-// buffers (three of `padded_floats` floats on `on_gpu`'s device, two host
-// copies): a model too large for the machine is refused before any of it is
-// allocated.
-void check_parameter_memory(size_t padded_floats, bool on_gpu);
+// buffers (parameters, gradients and the optimizer's state buffers, each of
+// `padded_floats` floats, on `on_gpu`'s device; two host copies): a model
+// too large for the machine is refused before any of it is allocated.
+void check_parameter_memory(size_t padded_floats, bool on_gpu, int optimizer_buffers);
 
 }  // namespace hpmc

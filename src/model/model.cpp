@@ -10,6 +10,7 @@
 #include "core/profiler.h"
 #include "io/json.h"
 #include "model/memory.h"
+#include "optim/optimizer.h"
 #include "model/registry.h"
 
 namespace hpmc {
@@ -145,7 +146,8 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
 
   m->seed_ = cfg.training.seed;
   m->set_mode(false, 0);
-  check_parameter_memory(ParamStore::layout_floats(m->layers_), m->device() == Device::kGPU);
+  check_parameter_memory(ParamStore::layout_floats(m->layers_), m->device() == Device::kGPU,
+                         optimizer_state_buffers(cfg.training.optimizer));
   m->params_.build(m->layers_, m->device());
   return m;
 }

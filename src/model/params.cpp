@@ -55,7 +55,6 @@ void ParamStore::build(const std::vector<LayerPtr>& layers, Device device) {
                         : Shape(1, 1, 1, 1);
   params_ = Tensor::zeros(s, DType::kF32, device);
   grads_ = Tensor::zeros(s, DType::kF32, device);
-  momentum_ = Tensor::zeros(s, DType::kF32, device);
   const size_t buffer_floats = lay_out(layers, true, buffer_entries_);
   buffers_ = Tensor::zeros(
       Shape(int(std::max<size_t>(buffer_floats, kAlignFloats) / kAlignFloats), int(kAlignFloats), 1, 1),
@@ -103,7 +102,6 @@ void ParamStore::init(uint64_t seed) {
   }
   fill_constants(entries_, h);
   params_.copy_from(host);
-  momentum_.fill_zero();
   grads_.fill_zero();
   reset_buffers();
 }

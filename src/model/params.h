@@ -2,10 +2,11 @@
 //
 // The store asks each layer for its ParamSpecs, lays the tensors out one
 // after another (each starting on a 64-float boundary so vector and GPU loads
-// stay aligned; the gaps are zero and stay zero), allocates three parallel
-// buffers of the same size — parameters, gradients, optimizer state
-// (momentum) — and binds every layer to its slots by offset. An optimizer
-// step is one pass over the buffers; a checkpoint is one write.
+// stay aligned; the gaps are zero and stay zero), allocates two parallel
+// buffers of the same size — parameters and gradients — and binds every
+// layer to its slots by offset. The optimizer (optim/optimizer.h) keeps its
+// state in buffers of the same layout; a step is one pass over the buffers,
+// a checkpoint one write.
 #pragma once
 
 #include <cstdint>
@@ -50,10 +51,8 @@ class ParamStore {
 
   Tensor& params() { return params_; }
   Tensor& grads() { return grads_; }
-  Tensor& momentum() { return momentum_; }
   const Tensor& params() const { return params_; }
   const Tensor& grads() const { return grads_; }
-  const Tensor& momentum() const { return momentum_; }
   Tensor& buffers() { return buffers_; }
   const Tensor& buffers() const { return buffers_; }
 
@@ -67,7 +66,7 @@ class ParamStore {
   std::vector<ParamEntry> entries_, buffer_entries_;
   size_t total_ = 0, padded_ = 0;
   Device device_ = Device::kCPU;
-  Tensor params_, grads_, momentum_, buffers_;
+  Tensor params_, grads_, buffers_;
 };
 
 }  // namespace hpmc

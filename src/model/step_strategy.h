@@ -1,10 +1,12 @@
 // step_strategy.h — how the trainer takes one training step on a batch: a
 // strategy per way of running it, chosen once per training set.
 //
-//   layer by layer  gather the batch, then the model's forward, the loss,
-//                   backward and the SGD update (Trainer::step): any model
+//   layer by layer  gather the batch (and augment it), then the model's
+//                   forward, the loss, backward and the optimizer's update
+//                   (Trainer::step): any model
 //   fused           the whole step as one GPU kernel (fused_step.h): an MLP of
-//                   the mnist_mlp kind on --impl im2col with training.fuse
+//                   the mnist_mlp kind on --impl im2col with training.fuse and
+//                   an update the kernel can apply
 //
 // choose_step_strategy takes the fused step where fused_step_refusal() finds
 // nothing against it, and trains layer by layer otherwise, saying why. Both
@@ -19,6 +21,7 @@
 #include "core/tensor.h"
 #include "model/config.h"
 #include "model/model.h"
+#include "optim/optimizer.h"
 
 namespace hpmc {
 
@@ -31,18 +34,23 @@ class StepStrategy {
   // The line `hpmc run` and `hpmc bench` print: "fused: the whole step is one
   // GPU kernel (training.fuse)" or "layer by layer: <why not fused>".
   virtual std::string describe() const = 0;
-  // One step on order[begin, begin + n) of the feeder's epoch order;
-  // acc += {Σ loss, Σ correct}. `prof` (may be null) times it.
-  virtual void run(BatchFeeder& feed, int begin, int n, Tensor& acc, Profiler* prof) = 0;
+  // One step on order[begin, begin + n) of the feeder's epoch order at the
+  // schedule's learning rate `lr` (the layer-by-layer path's Trainer::step
+  // asks the schedule itself, for the same value); acc += {Σ loss, Σ
+  // correct}. `prof` (may be null) times it.
+  virtual void run(BatchFeeder& feed, int begin, int n, Tensor& acc, double lr,
+                   Profiler* prof) = 0;
 };
 
-// A training step on a gathered batch: forward, loss, backward, update
-// (Trainer::step).
-using LayerStepFn = std::function<void(const Tensor& x, const Tensor& target, Tensor& acc)>;
+// A layer-by-layer step on order[begin, begin + n) of the feeder: gather,
+// augment, forward, loss, backward, update (Trainer::train_layers).
+using LayerStepFn = std::function<void(BatchFeeder& feed, int begin, int n, Tensor& acc)>;
 
-// The strategy for training `model` on the feeder's data: the fused step
-// where it fits, else layer by layer through `layer_step` (with the reason).
-std::unique_ptr<StepStrategy> choose_step_strategy(Model& model, const TrainingConfig& cfg,
+// The strategy for training `model` with `opt` on the feeder's data: the
+// fused step where it fits, else layer by layer through `layer_step` (with
+// the reason).
+std::unique_ptr<StepStrategy> choose_step_strategy(Model& model, Optimizer& opt,
+                                                   const TrainingConfig& cfg,
                                                    const BatchFeeder& feed,
                                                    LayerStepFn layer_step);
 

@@ -15,7 +15,9 @@
 #include "core/device.h"
 #include "core/profiler.h"
 #include "core/rng.h"
+#include "data/augment.h"
 #include "model/batches.h"
+#include "model/registry.h"
 #include "model/step_strategy.h"
 
 namespace hpmc {
@@ -79,24 +81,42 @@ EvalResult evaluate(Model& model, BatchFeeder& feed, int batch_size) {
   Tensor acc = Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model.device());
   Loss& loss = model.loss();
   const bool lab = wants_labels(loss);
+  // An autoencoder trained with another loss also reports its MSE.
+  LossPtr mse = !lab && loss.kind() != LossKind::kMseLoss ? make_loss("mse", model.impl()) : nullptr;
+  Tensor mse_acc = mse ? Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model.device()) : Tensor();
   for (int b = 0; b < r.samples; b += batch_size) {
     int n = std::min(batch_size, r.samples - b);
     feed.load(b, n);
     const Tensor& pred = model.forward(feed.x());
     loss.compute(pred, lab ? feed.labels() : feed.x(), nullptr, acc);
+    if (mse) mse->compute(pred, feed.x(), nullptr, mse_acc);
   }
   loss.check_status();
   double a[2];
   read_acc(acc, a);
   r.loss = a[0] / r.samples;
   if (loss.is_classifier()) r.accuracy = a[1] / r.samples;
+  if (mse) {
+    read_acc(mse_acc, a);
+    r.mse = a[0] / r.samples;
+  }
   return r;
 }
 
-Trainer::Trainer(Model& model, const TrainingConfig& cfg) : model_(model), cfg_(cfg) {
-  sgd_.lr = float(cfg.lr);
-  sgd_.momentum = float(cfg.momentum);
-  sgd_.weight_decay = float(cfg.weight_decay);
+Trainer::Trainer(Model& model, const TrainingConfig& cfg)
+    : model_(model), cfg_(cfg), opt_(make_optimizer(cfg.optimizer, model.params())) {
+  if (cfg.clip_grad_norm > 0) clip_ = std::make_unique<GradClipper>(cfg.clip_grad_norm);
+}
+
+void Trainer::set_run_steps(int64_t steps) {
+  if (steps == run_steps_ && schedule_) return;
+  run_steps_ = steps;
+  schedule_.reset();
+}
+
+double Trainer::next_lr() {
+  if (!schedule_) schedule_ = std::make_unique<Schedule>(cfg_.schedule, cfg_.optimizer.lr, run_steps_);
+  return schedule_->lr(opt_->steps());
 }
 
 Trainer::~Trainer() = default;
@@ -104,10 +124,10 @@ Trainer::~Trainer() = default;
 void Trainer::prepare_strategy(const BatchFeeder& feed) {
   if (strategy_feed_ == &feed) return;
   strategy_.reset();
-  strategy_ = choose_step_strategy(
-      model_, cfg_, feed, [this](const Tensor& x, const Tensor& target, Tensor& acc) {
-        step(x, target, acc);
-      });
+  strategy_ = choose_step_strategy(model_, *opt_, cfg_, feed,
+                                   [this](BatchFeeder& f, int begin, int n, Tensor& acc) {
+                                     train_layers(f, begin, n, acc);
+                                   });
   strategy_feed_ = &feed;
 }
 
@@ -118,22 +138,59 @@ std::string Trainer::step_path(const BatchFeeder& feed) {
 
 void Trainer::train_batch(BatchFeeder& feed, int begin, int n, Tensor& acc) {
   prepare_strategy(feed);
-  strategy_->run(feed, begin, n, acc, profiler_);
+  strategy_->run(feed, begin, n, acc, next_lr(), profiler_);
+}
+
+void Trainer::train_layers(BatchFeeder& feed, int begin, int n, Tensor& acc) {
+  {
+    ProfileScope scope(profiler_, "gather batch");
+    feed.load(begin, n);
+  }
+  const Tensor* x = &feed.x();
+  if (cfg_.augment.active()) {
+    ProfileScope scope(profiler_, "augment");
+    ensure_buffer(augmented_, *x);
+    augment_batch(*x, augmented_, feed.data().sample_shape(), cfg_.augment, cfg_.seed,
+                  global_step_);
+    x = &augmented_;
+  }
+  const bool lab = wants_labels(model_.loss());
+  step(*x, lab ? feed.labels() : *x, acc);
+}
+
+void Trainer::ensure_buffer(Tensor& buf, const Tensor& like) {
+  const Shape want = like.shape().with_batch(std::max(like.shape().n, model_.max_batch()));
+  if (!buf.defined() || buf.device() != like.device() || buf.capacity() < want.count() ||
+      buf.shape().per_sample() != want.per_sample())
+    buf = Tensor::empty(want, DType::kF32, like.device());
 }
 
 void Trainer::step(const Tensor& x, const Tensor& target, Tensor& acc) {
-  model_.set_mode(true, global_step_++);
+  const int64_t s = global_step_++;
+  model_.set_mode(true, s);
+  const Tensor* in = &x;
+  if (cfg_.input_noise.active()) {  // the model sees the noisy input; the target stays
+    ProfileScope scope(profiler_, "input noise");
+    ensure_buffer(noisy_, x);
+    add_input_noise(x, noisy_, cfg_.input_noise, cfg_.seed, s);
+    in = &noisy_;
+  }
   model_.params().zero_grads();
-  const Tensor& pred = model_.forward(x);
+  const Tensor& pred = model_.forward(*in);
   Tensor& dpred = model_.output_grad();
   dpred.set_batch(x.shape().n);
   {
     ProfileScope scope(profiler_, "loss");
     model_.loss().compute(pred, target, &dpred, acc);
   }
-  model_.backward(x, dpred);
-  ProfileScope scope(profiler_, "sgd");
-  sgd_step(model_.params(), sgd_);
+  model_.backward(*in, dpred);
+  if (clip_) {
+    ProfileScope scope(profiler_, "clip_grad_norm");
+    clip_->clip(model_.params());
+  }
+  const double lr = next_lr();
+  ProfileScope scope(profiler_, opt_->type());
+  opt_->step(lr);
 }
 
 int Trainer::steps_per_epoch(int n) const {
@@ -149,8 +206,8 @@ void Trainer::sync_loss(TrainState& state) {
   state.correct = a[1];
   if (!std::isfinite(a[0]))
     throw DivergedError(str("the training loss became ", a[0], " in epoch ", state.epoch + 1,
-                            " by step ", state.step, "; lower training.lr (now ", cfg_.lr,
-                            ") or check the data"));
+                            " by step ", state.step, "; lower ", cfg_.optimizer.key("lr"), " (now ",
+                            cfg_.optimizer.lr, ") or check the data"));
 }
 
 std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
@@ -162,6 +219,10 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
   const int steps = steps_per_epoch(n);
   HPMC_CHECK(state.step >= 0 && state.step <= steps, "resumed at step ", state.step,
              " of an epoch of ", steps, " steps");
+  HPMC_CHECK(opt_->steps() == state.global_step, "the optimizer has taken ", opt_->steps(),
+             " steps but the run ", state.global_step, ": restore its state with the position");
+  set_run_steps(int64_t(cfg_.epochs) * steps);
+  next_lr();  // a schedule that cannot run this long fails before any step
   model_.allocate(bs);
   model_.set_profiler(profiler_);
   BatchFeeder feed(train, model_.device(), bs, model_.input_shape());
@@ -232,6 +293,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
         if (mode == Progress::kBar) out << "\n";
         sync_loss(state);
         model_.set_profiler(nullptr);
+        model_.set_mode(false, 0);  // what follows (outputs, evaluation) evaluates
         return results;
       }
     }
@@ -252,6 +314,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
     line << "epoch " << r.epoch << "/" << cfg_.epochs << "  train loss " << std::fixed
          << std::setprecision(5) << r.train_loss;
     if (test.size() > 0) line << "  test loss " << r.test.loss;
+    if (r.test.mse >= 0) line << "  test mse " << r.test.mse;
     if (r.test.accuracy >= 0)
       line << "  test acc " << std::setprecision(2) << 100 * r.test.accuracy << "%";
     line << "  " << std::setprecision(0) << r.images_per_s << " img/s  " << std::setprecision(1)
@@ -259,7 +322,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
     out << line.str() << "\n" << std::flush;
     if (!std::isfinite(r.test.loss))
       throw DivergedError(str("the test loss is ", r.test.loss, " after epoch ", r.epoch,
-                              "; lower training.lr (now ", cfg_.lr, ")"));
+                              "; lower ", cfg_.optimizer.key("lr"), " (now ", cfg_.optimizer.lr, ")"));
     results.push_back(r);
     if (on_epoch_) {
       TrainState after = state;
@@ -272,6 +335,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
     }
   }
   model_.set_profiler(nullptr);
+  model_.set_mode(false, 0);
   return results;
 }
 

@@ -19,7 +19,9 @@
 #include "data/dataset.h"
 #include "model/config.h"
 #include "model/model.h"
-#include "model/sgd.h"
+#include "optim/clip.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
 
 namespace hpmc {
 class Profiler;
@@ -30,6 +32,10 @@ namespace hpmc {
 struct EvalResult {
   double loss = 0;
   double accuracy = -1;  // fraction correct; -1 when the loss is not a classifier's
+  // The mean squared error of the reconstruction, for an autoencoder trained
+  // with another loss (bce, l1, ...), so that runs with different losses
+  // compare in one unit; -1 otherwise (with mse it is `loss`).
+  double mse = -1;
   int samples = 0;
 };
 
@@ -54,8 +60,8 @@ EvalResult evaluate(Model& model, const Dataset& data, int batch_size);
 // device (the trainer keeps one, so the test set is uploaded once per run).
 EvalResult evaluate(Model& model, BatchFeeder& feed, int batch_size);
 
-// Where training stands: enough, with the weights and momentum, to continue
-// exactly (a checkpoint stores all of it).
+// Where training stands: enough, with the weights and the optimizer's state,
+// to continue exactly (a checkpoint stores all of it).
 struct TrainState {
   int epoch = 0;            // 0-based epoch in progress (== epochs when done)
   int step = 0;             // steps of that epoch already taken
@@ -69,8 +75,24 @@ class Trainer {
  public:
   enum class Progress { kAuto, kBar, kLines, kQuiet };
 
+  // Builds the optimizer (optim/optimizer.h: fresh state, no steps taken),
+  // the schedule and the gradient clipping cfg asks for, over the model's
+  // parameter store.
   Trainer(Model& model, const TrainingConfig& cfg);
   ~Trainer();
+
+  // The optimizer: its state and step count are what a checkpoint saves and
+  // a resume restores (model/checkpoint.h). fit() requires its step count to
+  // equal the state's global_step.
+  Optimizer& optimizer() { return *opt_; }
+  const Optimizer& optimizer() const { return *opt_; }
+  // The run's length in optimizer steps, which a cosine schedule without
+  // total_steps spans; fit() sets it (epochs × steps per epoch), callers of
+  // step() and train_batch() may.
+  void set_run_steps(int64_t steps);
+  // The learning rate of the next step: the schedule at the optimizer's
+  // step count.
+  double next_lr();
   void set_progress(Progress p) { progress_ = p; }
   // Called after every epoch with its result and the state after it.
   void on_epoch(std::function<void(const EpochResult&, const TrainState&)> f) {
@@ -95,14 +117,17 @@ class Trainer {
   int steps_per_epoch(int train_size) const;
 
   // One step on a prepared batch: training mode (Model::set_mode) at the
-  // trainer's global step, zero grads, forward, loss, backward, SGD; the
-  // global step then advances. Adds the batch's summed loss (and correct
-  // count) to acc.
+  // trainer's global step, zero grads, forward, loss, backward, gradient
+  // clipping (if training.clip_grad_norm), the optimizer's update at
+  // next_lr(); the global step then advances. Adds the batch's summed loss
+  // (and correct count) to acc. With training.input_noise the model sees x
+  // with the noise of this step (data/augment.h) while the loss compares
+  // with `target` as given (for an autoencoder, the clean x).
   void step(const Tensor& x, const Tensor& target, Tensor& acc);
 
   // One step on order[begin, begin + n) of the feeder, by the step strategy
   // chosen for its data (model/step_strategy.h): the fused kernel of
-  // model/fused_step.h where the model fits it, else gather + step().
+  // model/fused_step.h where the model fits it, else train_layers().
   void train_batch(BatchFeeder& feed, int begin, int n, Tensor& acc);
   // How train_batch() trains on this feeder's data: "fused: ..." or
   // "layer by layer: <why not fused>" (StepStrategy::describe).
@@ -113,7 +138,10 @@ class Trainer {
  private:
   Model& model_;
   TrainingConfig cfg_;
-  SgdConfig sgd_;
+  std::unique_ptr<Optimizer> opt_;
+  std::unique_ptr<GradClipper> clip_;
+  std::unique_ptr<Schedule> schedule_;  // built on first use, for run_steps_
+  int64_t run_steps_ = 0;
   Progress progress_ = Progress::kAuto;
   std::function<void(const EpochResult&, const TrainState&)> on_epoch_;
   std::function<bool(TrainState&)> on_step_;
@@ -121,10 +149,18 @@ class Trainer {
   Tensor acc_;  // the loss accumulator of the epoch in progress, on the model's device
   // The step strategy, chosen once per feeder (its data decides, too).
   void prepare_strategy(const BatchFeeder& feed);
+  // The layer-by-layer step: gather, data.augment (the batch is flipped and
+  // cropped as drawn for this step; an autoencoder's target is the augmented
+  // image) and step().
+  void train_layers(BatchFeeder& feed, int begin, int n, Tensor& acc);
   const BatchFeeder* strategy_feed_ = nullptr;
   std::unique_ptr<StepStrategy> strategy_;
   int n_train_ = 0;
   int64_t global_step_ = 0;  // the step the next step() trains (fit() sets it)
+  // The augmented batch and the noisy input, on the model's device, allocated
+  // at first use (only runs with data.augment / training.input_noise have them).
+  Tensor augmented_, noisy_;
+  void ensure_buffer(Tensor& buf, const Tensor& like);
 };
 
 }  // namespace hpmc

@@ -1,6 +1,6 @@
-// upsample2d.h — the CPU nearest-neighbour up-sampling layer (YAML type
-// "upsample2d"): (N,C,H,W) → (N,C,H·s,W·s). The math lives in
-// upsample2d_ops.h; see there for forward and backward.
+// upsample2d.h — the CPU up-sampling layer (YAML type "upsample2d"), nearest
+// or bilinear: (N,C,H,W) → (N,C,H·s,W·s). The math lives in upsample2d_ops.h;
+// see there for forward and backward.
 #pragma once
 
 #include <string>
@@ -12,7 +12,7 @@ namespace hpmc {
 
 class UpSample2dCPU : public LayerCPU<UpSample2dSpec> {
  public:
-  using LayerCPU::LayerCPU;  // (name, scale) or (LayerArgs)
+  using LayerCPU::LayerCPU;  // (name, scale, mode) or (LayerArgs)
 
  protected:
   void forward_impl(const Tensor& x, Tensor& y) override;

@@ -526,7 +526,8 @@ void conv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* 
     });
   };
   if (p.splits > 1) launch(make_conv_out(ws + wt_floats, nullptr, a.NPQ, a.K, a.PQ, count));
-  else if (act.is_plain()) launch(make_conv_out(y, b, a.NPQ, a.K, a.PQ, 0, act.kind == ActKind::kRelu));
+  else if (act.is_plain())
+    launch(make_conv_out(y, b, a.NPQ, a.K, a.PQ, 0, act.kind == ActKind::kRelu));
   else launch(make_conv_act_out(y, b, a.NPQ, a.K, a.PQ, act));
   if (p.splits > 1)
     reduce_out_slices_act(ws + wt_floats, p.splits, count, a.PQ, a.K, b, act, y,

@@ -28,4 +28,16 @@ void sgd_step(float* params, const float* grads, float* momentum, size_t n, floa
 void gather_batch(const uint8_t* images, const int32_t* labels, size_t sample_elems,
                   const int32_t* idx, int n, float* x, int32_t* y);
 
+// The training-time input transforms of data/augment_ops.h on device arrays
+// (the checked front doors are in data/augment.h). augment_batch: y = the
+// flip/crop of the n samples of c×h×w in x (x and y must not overlap).
+void augment_batch(const float* x, float* y, int n, int c, int h, int w, bool hflip, int pad,
+                   uint64_t key, uint64_t step);
+// y[t] = fma(std, z(t), x[t]) for t < count (x == y allowed).
+void gaussian_noise(const float* x, float* y, size_t count, float std, uint64_t key,
+                    uint64_t step);
+// y[t] = x[t], or 0 where the draw falls below `threshold` (x == y allowed).
+void mask_noise(const float* x, float* y, size_t count, uint64_t threshold, uint64_t key,
+                uint64_t step);
+
 }  // namespace hpmc::gpu

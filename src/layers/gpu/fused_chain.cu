@@ -2,12 +2,10 @@
 // of the separate layers (fused_chain.h says which runs where).
 #include "layers/gpu/fused_chain.h"
 
-#include <cuda_runtime.h>
-
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "layers/gpu/activation_kernels.h"
 #include "layers/gpu/conv2d_kernels.h"
-#include "layers/gpu/epilogue_act.cuh"
 #include "layers/gpu/factory.h"
 #include "layers/gpu/simple_kernels.h"
 
@@ -17,27 +15,23 @@ namespace {
 
 using Kind = ChainStep::Kind;
 
-// dx = the activation's backward from its output y (epilogue_act.cuh), n elements.
-__global__ void act_grad_from_output_kernel(const float* __restrict__ y,
-                                            const float* __restrict__ dy, float* __restrict__ dx,
-                                            size_t n, const __grid_constant__ Activation a) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x)
-    dx[i] = activation_grad_from_output(a, y[i], dy[i]);
-}
-
-// The backward of an epilogue's activation, from the step's output y: the
-// ReLU layer's own kernel for relu (its bits and speed), the kernel above for
-// the others.
+// The backward of an epilogue's activation from the step's output y (the
+// kinds whose backward needs only y: fused_spec.h), by the activation layer's
+// own kernel: relu's and leaky_relu's mask y > 0 is x > 0 (the slope is ≥ 0),
+// sigmoid's and tanh's backward read y anyway. So the bits and the speed of
+// the separate layer's backward.
 void activation_backward_from_output(const Activation& a, const float* y, const float* dy,
                                      float* dx, size_t n) {
   if (n == 0) return;
-  if (a.kind == ActKind::kRelu) {
-    relu_backward(y, dy, dx, n);
-    return;
+  switch (a.kind) {
+    case ActKind::kRelu: relu_backward(y, dy, dx, n); return;
+    case ActKind::kLeakyRelu: leaky_relu_backward(y, dy, dx, n, a.slope); return;
+    case ActKind::kSigmoid: sigmoid_backward(y, dy, dx, n); return;
+    case ActKind::kTanh: tanh_backward(y, dy, dx, n); return;
+    case ActKind::kPrelu:
+    case ActKind::kNone: break;
   }
-  act_grad_from_output_kernel<<<grid_for(n), kBlock>>>(y, dy, dx, n, a);
-  HPMC_CUDA_LAUNCH_CHECK("fused layer: activation backward");
+  throw RuntimeError(str("fused layer: no backward from the output for ", activation_text(a)));
 }
 
 // The convolution's sizes for step input `in` (the low resolution of a fold).
@@ -159,7 +153,8 @@ void FusedChainGPU::backward_impl(const Tensor& x, const Tensor& y, const Tensor
         float* db = s.conv.bias ? grad(param_at_[i] + 1) : nullptr;
         if (s.fold > 1) {
           implicit::upconv_backward_params(cs, in, gc, dw, db);
-          if (target) implicit::upconv_backward_data(cs, gc, w, s.mask_input ? in : nullptr, target);
+          if (target)
+            implicit::upconv_backward_data(cs, gc, w, s.mask_input ? in : nullptr, target);
         } else {
           implicit::conv2d_backward_params(cs, in, gc, dw, db);
           if (target) implicit::conv2d_backward_data(cs, gc, w, target);

@@ -10,7 +10,9 @@
 // backward  the steps in reverse, each reading the gradient of its output and
 //           writing that of its input (the layer's dx for the first one):
 //             conv      the activation's backward from the step's output when
-//                       no later step runs it (relu_backward on y), then
+//                       no later step runs it (the activation layer's backward
+//                       kernel on y: relu_backward, leaky_relu_backward,
+//                       sigmoid_backward, tanh_backward), then
 //                       conv2d_backward_params / upconv_backward_params, then
 //                       the data gradient (upconv_backward_data with the mask
 //                       of its input when mask_input)

@@ -1205,6 +1205,7 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   net.L = L;
   net.momentum = d.momentum != 0.0f;
   net.lr = d.lr;
+  lr_ = d.lr;
   net.mu = d.momentum;
   net.wd = d.weight_decay;
   // Each buffer starts on 16 bytes, for the 16-byte copies.
@@ -1321,6 +1322,7 @@ void MlpStep::run(const uint8_t* images, const int32_t* labels, const int32_t* i
              "fused MLP step: batch ", n, ", next ", next_n, " (at most ", s_->max_batch, ")");
   if (n == 0) return;
   Net net = s_->net;
+  net.lr = lr_;
   net.n = n;
   net.inv_n = float(1.0 / double(n));  // the loss's scale (losses.cu)
   {  // as product() splits the last hidden layer's forward, whose sums head_row adds

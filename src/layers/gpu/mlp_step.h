@@ -42,12 +42,13 @@ namespace hpmc::gpu {
 constexpr int kMlpStepMaxLayers = 8;
 constexpr int kMlpStepMaxClasses = 32;
 
-// Device pointers into the model's parameter, gradient and momentum buffers.
+// Device pointers into the model's parameter and gradient buffers and the
+// SGD optimizer's momentum buffer.
 struct MlpStepDesc {
   std::vector<int> dims;  // d[0] (input features) .. d[L] (classes)
   std::vector<float*> w, b, gw, gb;  // per layer: W[l] is d[l+1] × d[l], row-major
   std::vector<float*> vw, vb;        // momentum buffers; unused when momentum == 0
-  float lr = 0, momentum = 0, weight_decay = 0;
+  float lr = 0, momentum = 0, weight_decay = 0;  // lr: until MlpStep::set_lr
   int max_batch = 0;
 };
 
@@ -72,9 +73,14 @@ class MlpStep {
 
   int blocks() const;  // the cooperative grid's size
 
+  // The learning rate of the next run() calls (desc.lr until set): a
+  // schedule changes it step by step, at no cost (it is a kernel argument).
+  void set_lr(float lr) { lr_ = lr; }
+
  private:
   struct State;
   std::unique_ptr<State> s_;
+  float lr_ = 0;
 };
 
 // Whether the current device can run the fused step (cooperative launch); if

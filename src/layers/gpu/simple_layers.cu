@@ -28,6 +28,7 @@
 
 #include "core/cuda_check.h"
 #include "layers/gpu/implicit_fastdiv.h"
+#include "layers/gpu/resample_kernels.h"
 #include "layers/gpu/simple_kernels.h"
 #include "layers/gpu/simple_layers.h"
 
@@ -499,13 +500,27 @@ void MaxPool2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Ten
 }
 
 void UpSample2dGPU::forward_impl(const Tensor& x, Tensor& y) {
-  upsample2d_forward(x.shape(), scale_, x.data<float>(), y.data<float>());
+  const Shape& s = x.shape();
+  if (interp_ == UpsampleMode::kBilinear) {
+    if (s.count() == 0) return;
+    upsample2d_bilinear_forward(x.data<float>(), y.data<float>(), int64_t(s.n) * s.c, s.h, s.w,
+                                scale_);
+    return;
+  }
+  upsample2d_forward(s, scale_, x.data<float>(), y.data<float>());
 }
 
 void UpSample2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& dy,
                                   Tensor* dx) {
   if (!dx) return;
-  upsample2d_backward(x.shape(), scale_, dy.data<float>(), dx->data<float>(), nullptr);
+  const Shape& s = x.shape();
+  if (interp_ == UpsampleMode::kBilinear) {
+    if (s.count() == 0) return;
+    upsample2d_bilinear_backward(dy.data<float>(), dx->data<float>(), int64_t(s.n) * s.c, s.h,
+                                 s.w, scale_);
+    return;
+  }
+  upsample2d_backward(s, scale_, dy.data<float>(), dx->data<float>(), nullptr);
 }
 
 // Copies rather than views, as FlattenCPU: the model owns each activation

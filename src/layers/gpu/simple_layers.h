@@ -1,5 +1,5 @@
 // simple_layers.h — the parameter-free GPU layers: ReLU, MaxPool2D,
-// UpSample2D (nearest) and Flatten. No CUDA type appears here; the kernels
+// UpSample2D and Flatten. No CUDA type appears here; the kernels
 // live in simple_layers.cu, and a CUDA-less build never compiles or links
 // these classes (the factory in factory.h is the only way in).
 //
@@ -22,9 +22,10 @@
 //              v, x its own input (the ReLU's output): the ReLU's backward,
 //              whose mask reads the ReLU's input, gives the same, as
 //              relu(u) > 0 ⇔ u > 0.
-//   UpSample2D forward copies; backward sums each s×s block of dy in
-//              row-major order from 0; with a ReLU's mask, x > 0 ? sum : 0
-//              (as MaxPool2D).
+//   UpSample2D nearest: forward copies; backward sums each s×s block of dy
+//              in row-major order from 0; with a ReLU's mask, x > 0 ? sum : 0
+//              (as MaxPool2D). Bilinear: the kernels of resample_kernels.h (a
+//              gather backward, bit-equal to the CPU's).
 // The common shapes (ReLU always, MaxPool 2×2 stride 2, UpSample ×2) run
 // float4 kernels with the same arithmetic; simple_layers.cu lists them. The
 // kernels are also host functions (simple_kernels.h), which the layers call.

@@ -1,0 +1,39 @@
+// conv_transpose2d.cpp — ConvTranspose2dCPU: the float32 calls into
+// conv_transpose2d_ops.h on the layer's equivalent convolution.
+#include "layers/cpu/conv_transpose2d.h"
+
+#include <algorithm>
+
+#include "core/threads.h"
+#include "layers/cpu/conv_transpose2d_ops.h"
+
+namespace hpmc {
+
+size_t ConvTranspose2dCPU::workspace_bytes(const Shape& in) const {
+  // conv2d_ops.h's per-thread buffers for the equivalent convolution (as
+  // Conv2dCPU counts them): one image's column matrix and a partial weight
+  // and bias gradient each; the thin path's buffers are no larger.
+  const Conv2dShape s = equivalent_conv(in);
+  const size_t threads = size_t(std::max(1, std::min(num_threads(), in.n)));
+  const size_t column = s.is_pointwise() ? 0 : size_t(s.col_rows()) * size_t(s.col_cols());
+  return threads * (column + s.weight_count() + size_t(s.K)) * sizeof(float);
+}
+
+void ConvTranspose2dCPU::forward_impl(const Tensor& x, Tensor& y) {
+  const float* b = cfg_.bias ? param(1) : nullptr;
+  cpu::conv_transpose2d_forward(equivalent_conv(x.shape()), x.data<float>(), param(0), b,
+                                y.data<float>(), ws_);
+}
+
+void ConvTranspose2dCPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& dy,
+                                       Tensor* dx) {
+  const Conv2dShape eq = equivalent_conv(x.shape());
+  float* db = cfg_.bias ? grad(1) : nullptr;
+  cpu::conv_transpose2d_backward_params(eq, x.data<float>(), dy.data<float>(), grad(0), db, ws_);
+  if (dx)
+    cpu::conv_transpose2d_backward_data(eq, dy.data<float>(), param(0), dx->data<float>(), ws_);
+}
+
+HPMC_REGISTER_CPU(ConvTranspose2d)
+
+}  // namespace hpmc
