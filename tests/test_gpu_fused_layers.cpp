@@ -367,6 +367,15 @@ TEST(GpuFusedLayers, ShippedAutoencodersRunThreeFusedLayers) {
     EXPECT_NE(table.str().find("fused conv2d 3x3 s1 p1 + relu > maxpool2d 2x2 s2"),
               std::string::npos)
         << table.str();
+    // The batch limit still counts the tensors inside the fused layers: conv1's
+    // output (the widest) is held by the first one.
+    try {
+      m->check_batch(1 << 24, "training.batch_size");
+      ADD_FAILURE() << "no error for a batch of 2^24";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("the output of layer 'conv1'"), std::string::npos)
+          << e.what();
+    }
   }
 }
 

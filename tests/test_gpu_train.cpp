@@ -1,8 +1,11 @@
 // GPU training end to end: the MLP and a small conv AE trained for a few
 // hundred steps on the GPU (each of naive, tiled, im2col) track the CPU run
 // from the same weights and data order; a GPU checkpoint loads on the CPU and
-// gives the same test loss; a GPU run is deterministic. The same for a model
-// whose upsample is folded into the conv after it (GpuUpsampleFold).
+// gives the same test loss; a GPU run is deterministic. The GPU rewrite's
+// fused layers (model/gpu_rewrite.h) train to the bits of the separate
+// layers and never hide model.features; a model whose upsample is folded
+// into the conv after it (GpuUpsampleFold) tracks the unfolded run and the
+// CPU to rounding.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -103,9 +103,12 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
   if (std::string why = m->loss_->schema().fit(m->in_, cur, num_classes); !why.empty())
     throw ConfigError(str(loss_where, ": ", why));
 
+  Shape out = m->in_;
   for (size_t i = 0; i < m->layers_.size(); ++i) {
     m->config_names_.push_back(m->layers_[i]->name());
     m->config_index_.push_back(int(i));
+    out = m->layers_[i]->output_shape(out);
+    m->config_out_.push_back(out);
   }
   if (!cfg.model.features.empty()) {
     m->features_name_ = cfg.model.features;
@@ -216,16 +219,14 @@ void Model::print_table(std::ostream& os) const {
 }
 
 void Model::check_batch(int n, const std::string& origin) const {
-  Shape cur = in_.with_batch(1);
-  size_t widest = cur.per_sample();
+  // Every config layer's output, those inside a fused layer too (it holds them).
+  size_t widest = in_.per_sample();
   std::string layer = "the input";
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    cur = layers_[i]->output_shape(cur);
-    if (cur.per_sample() > widest) {
-      widest = cur.per_sample();
-      layer = "layer '" + layers_[i]->name() + "'";
+  for (size_t i = 0; i < config_out_.size(); ++i)
+    if (config_out_[i].per_sample() > widest) {
+      widest = config_out_[i].per_sample();
+      layer = "layer '" + config_names_[i] + "'";
     }
-  }
   if (size_t(n) * widest > kMaxTensorElements)
     throw ConfigError(str(origin, " ", n, ": the output of ", layer, " (", widest,
                           " values per sample) would hold ", size_t(n) * widest,

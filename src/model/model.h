@@ -134,6 +134,7 @@ class Model {
   std::string features_name_;
   std::vector<std::string> config_names_;
   std::vector<int> config_index_;  // per layer: the config index of its (first) config layer
+  std::vector<Shape> config_out_;  // per config layer: its output (n = 1)
   RewritePlan rewrite_;
   int first_trained_ = 0;  // index of the first layer with parameters (or size())
   int max_batch_ = 0;
