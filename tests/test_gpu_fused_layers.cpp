@@ -76,19 +76,28 @@ struct Pair {
 std::unique_ptr<Pair> build(const std::vector<Spec>& specs, const Shape& in, bool fold = true,
                             int first_trained = -1) {
   auto p = std::make_unique<Pair>();
-  Shape cur = in.with_batch(1);
-  for (const Spec& s : specs) {
-    p->plain.push_back(make_layer(s.type, s.keys, Impl::kIm2col, cur, s.name));
-    cur = p->plain.back()->output_shape(cur);
-  }
+  // Two sets of the layers: the rewritten list keeps some of its own (a group
+  // of one), which its parameter store binds, so they may not be the plain
+  // list's.
+  const auto layers = [&] {
+    std::vector<LayerPtr> out;
+    Shape cur = in.with_batch(1);
+    for (const Spec& s : specs) {
+      out.push_back(make_layer(s.type, s.keys, Impl::kIm2col, cur, s.name));
+      cur = out.back()->output_shape(cur);
+    }
+    return out;
+  };
+  p->plain = layers();
+  const std::vector<LayerPtr> mine = layers();
   std::vector<RewriteNode> nodes;
-  for (const LayerPtr& l : p->plain) nodes.push_back(rewrite_node(*l));
+  for (const LayerPtr& l : mine) nodes.push_back(rewrite_node(*l));
   RewriteOptions o;
   o.fold = fold;
   o.features = -1;
   o.first_trained = first_trained;
   p->plan = plan_gpu_rewrite(nodes, o);
-  p->fused = apply_gpu_rewrite(p->plan, p->plain);
+  p->fused = apply_gpu_rewrite(p->plan, mine);
   p->pp.build(p->plain, Device::kGPU);
   p->pf.build(p->fused, Device::kGPU);
   p->pp.init(17);
