@@ -125,6 +125,7 @@ struct Result {
 Result run(const std::vector<LayerPtr>& layers, ParamStore& ps, const Tensor& x, const Tensor& dy,
            bool want_dx) {
   std::vector<Tensor> acts;
+  acts.reserve(layers.size());  // `in` points into it: no reallocation
   const Tensor* in = &x;
   for (const LayerPtr& l : layers) {
     acts.push_back(gpu_nan(l->output_shape(in->shape())));
@@ -435,7 +436,7 @@ TEST(GpuFusedLayers, OtherEpilogueActivations) {
       fused->set_input_shape(in.with_batch(1));
       LayerPtr ref = fold > 1
                          ? gpu::make_fused_layer({conv_act_step(c, k, Activation::none(), fold)})
-                         : make_layer("conv2d", conv_keys(k), Impl::kIm2col, Shape(), "conv");
+                         : make_layer("conv2d", conv_keys(k), Impl::kIm2col, in, "conv");
       ref->set_input_shape(in.with_batch(1));
       ParamStore pp, pf;
       pp.build({ref}, Device::kGPU);

@@ -298,7 +298,8 @@ void expect_matches_relu_pair(Layer& cpu, ChainStep step, const Tensor& u, Rng& 
   LayerPtr gpu = gpu::make_fused_layer({r, step});
   gpu->set_input_shape(s);
   const Pass g = run_gpu(*gpu, u, dy);
-  EXPECT_EQ(count_nan(g.y), 0u) << what << ": forward left elements unwritten";
+  // NaN among u reaches y (the pool and the upsample pass it): as many as the CPU's.
+  EXPECT_EQ(count_nan(g.y), count_nan(y)) << what << ": forward left elements unwritten";
   expect_bit_equal(y, g.y, what + " forward");
   expect_bit_equal(du, g.dx, what + " backward");
 }
