@@ -418,6 +418,21 @@ TEST(Features, RefusesToReplaceLibsvmFiles) {
       << r.err;
 }
 
+// A write that fails (here a file-size limit, which fails writes with EFBIG
+// as a full disk fails them with ENOSPC) in the writer's own thread stops
+// the export with one line; neither the file nor its temporary is left.
+TEST(Features, AFailedWriteStopsTheExportAndLeavesNothing) {
+  testing::TempDir t;
+  fs::create_directories(t.file("f"));
+  auto r = testing::run_hpmc_via("trap '' XFSZ; ulimit -f 64; HPMC_FEATURES_CHUNK_ROWS=4",
+                                 features("--split test --format csv --out " + t.file("f")) +
+                                     " --progress quiet");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_EQ(r.err.rfind("hpmc: error: cannot write " + t.file("f/features_test.csv") + ": File too "
+                        "large; the previous file (if any) is unchanged\n", 0), 0u) << r.err;
+  EXPECT_TRUE(fs::is_empty(t.file("f")));
+}
+
 // Off a terminal there is no bar unless asked for; --progress bar draws one.
 TEST(Features, ProgressOnlyWhenAskedOffATerminal) {
   testing::TempDir t;

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <future>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -180,19 +181,31 @@ void FeatureTextWriter::write_held() {
 
 void FeatureTextWriter::write_rows(const float* v, RowKeys keys, int m) {
   const int threads = std::max(1, std::min(num_threads(), m));
-  if (int(text_.size()) < threads) text_.resize(size_t(threads));
-  std::vector<size_t> used(static_cast<size_t>(threads));
+  // This set's last write finished before the other set's began (below).
+  TextSet& set = sets_[next_set_];
+  next_set_ ^= 1;
+  if (int(set.text.size()) < threads) set.text.resize(size_t(threads));
+  set.used.assign(size_t(threads), 0);
 #pragma omp parallel for schedule(static, 1) num_threads(threads)
   for (int t = 0; t < threads; ++t) {
     const int begin = int(int64_t(m) * t / threads), end = int(int64_t(m) * (t + 1) / threads);
-    used[size_t(t)] = format_rows_into(text_[size_t(t)], format_, v, dim_, begin, end, keys);
+    set.used[size_t(t)] = format_rows_into(set.text[size_t(t)], format_, v, dim_, begin, end, keys);
   }
-  for (int t = 0; t < threads; ++t) file_->write(text_[size_t(t)].data(), used[size_t(t)]);
+  wait_for_write();
+  AtomicFile* file = file_.get();
+  writing_ = std::async(std::launch::async, [file, &set] {
+    for (size_t t = 0; t < set.used.size(); ++t) file->write(set.text[t].data(), set.used[t]);
+  });
   rows_ += m;
+}
+
+void FeatureTextWriter::wait_for_write() {
+  if (writing_.valid()) writing_.get();  // rethrows the write's error (a full disk)
 }
 
 void FeatureTextWriter::commit() {
   write_held();
+  wait_for_write();
   file_->commit();
 }
 

@@ -16,16 +16,19 @@
 // back to the same float32: shorter than "%.9g", and several times faster
 // to make.
 //
-// FeatureTextWriter keeps at most `chunk_rows` rows of features and their
-// text in memory: a chunk is split into one run of rows per OpenMP thread,
-// each thread formats its run into a buffer of its own, and the buffers are
-// written in order. The file is therefore the same bytes for any chunk size
+// FeatureTextWriter keeps at most `chunk_rows` rows of features and the
+// text of two chunks in memory: a chunk is split into one run of rows per
+// OpenMP thread, each thread formats its run into a buffer of its own, and
+// the buffers are written in order by a thread of the writer's while the
+// threads format the next chunk (copying text into the page cache is a good
+// part of the work). The file is therefore the same bytes for any chunk size
 // and thread count. Writes go through AtomicFile: nothing replaces `path`
 // until commit().
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,8 +86,10 @@ class FeatureTextWriter {
   int64_t rows() const { return rows_; }
 
  private:
-  void write_rows(const float* v, RowKeys keys, int m);  // format in parallel, then write
-  void write_held();                                     // the held rows, if any
+  // Formats m rows in parallel, then hands their text to a write of its own.
+  void write_rows(const float* v, RowKeys keys, int m);
+  void write_held();      // the held rows, if any
+  void wait_for_write();  // the write in flight, if any; rethrows its error
 
   FeatureText format_;
   size_t dim_;
@@ -97,7 +102,17 @@ class FeatureTextWriter {
   std::vector<int32_t> held_labels_;
   std::vector<std::string> held_names_;
   int held_rows_ = 0;
-  std::vector<std::string> text_;  // one buffer per thread, kept between chunks (size: capacity)
+  // Two chunks' text: one being formatted while the other is written. One
+  // buffer per thread, kept between chunks (its size is its capacity).
+  struct TextSet {
+    std::vector<std::string> text;
+    std::vector<size_t> used;
+  };
+  TextSet sets_[2];
+  int next_set_ = 0;
+  // The write in flight; declared last, so that it is waited for before the
+  // buffers and the file go.
+  std::future<void> writing_;
 };
 
 }  // namespace hpmc
