@@ -6,7 +6,10 @@
 //   hpmc eval CONFIG --weights FILE [--data DIR] [--impl IMPL]
 //   hpmc recon CONFIG --weights FILE [--count N] [--out DIR]
 //   hpmc features CONFIG --weights FILE [--split train|test|all]
-//            [--format csv|npy|both] [--out DIR] [--overwrite]
+//            [--format csv|npy|libsvm|both|all] [--batch N] [--out DIR] [--overwrite]
+//            [--progress auto|bar|lines|quiet]
+//   (IMPL: auto, cpu, naive, tiled or im2col; eval, recon and features
+//   default to auto, run and bench to cpu)
 //   hpmc bench CONFIG [--impl IMPL] [--batch N] [--steps N] [--warmup N]
 //            [--repeats N] [--set KEY=VALUE]... [--data DIR] [--real-data]
 //   hpmc info
@@ -37,7 +40,9 @@ struct Common {
   void add(CLI::App* c, CommonOptions& o, bool training_flags) {
     training = training_flags;
     c->add_option("config", o.config, "the YAML config, e.g. configs/fashion_ae.yaml")->required();
-    c->add_option("--impl", o.impl, "layer implementation: cpu, naive, tiled or im2col")
+    c->add_option("--impl", o.impl,
+                  "layer implementation: cpu, naive, tiled or im2col; auto: im2col where a GPU "
+                  "is usable, else cpu")
         ->capture_default_str();
     c->add_option("--data", o.data_dir, "dataset directory (overrides data.path)");
     if (training_flags) {
@@ -114,8 +119,14 @@ int run_main(int argc, char** argv) {
   feats->add_option("--split", fo.split, "train, test or all")
       ->check(CLI::IsMember({"train", "test", "all"}))
       ->capture_default_str();
-  feats->add_option("--format", fo.format, "csv, npy or both")
-      ->check(CLI::IsMember({"csv", "npy", "both"}))
+  feats->add_option("--format", fo.format,
+                    "csv, npy, libsvm, both (csv and npy) or all (csv, npy and libsvm)")
+      ->check(CLI::IsMember({"csv", "npy", "libsvm", "both", "all"}))
+      ->capture_default_str();
+  feats->add_option("--batch", fc.batch, "samples per forward pass (training.batch_size)");
+  feats->add_option("--progress", fo.progress,
+                    "progress display: auto (a bar on a terminal, else none), bar, lines or quiet")
+      ->check(CLI::IsMember({"auto", "bar", "lines", "quiet"}))
       ->capture_default_str();
   feats->add_option("--out", fo.out_dir, "output directory (default: output.dir)");
   feats->add_flag("--overwrite", fo.overwrite, "replace feature files that already exist");

@@ -132,7 +132,8 @@ TEST(Cli, GpuImplSuggestsCpu) {
 TEST(Cli, UnknownImpl) {
   Result r = hpmc_run("configs/fashion_mlp.yaml --impl fast");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("unknown implementation 'fast'; choose one of: cpu, naive, tiled, im2col"),
+  EXPECT_NE(r.err.find("unknown implementation 'fast'; choose one of: auto, cpu, naive, tiled, "
+                       "im2col"),
             std::string::npos) << r.err;
 }
 

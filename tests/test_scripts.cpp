@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "cli_runner.h"
+#include "core/atomic_file.h"
+#include "io/feature_text.h"
 #include "io/npy.h"
 
 namespace hpmc {
@@ -167,6 +169,53 @@ TEST(SvmScript, PrintsEachStageWithItsTime) {
   }
   EXPECT_EQ(r.out.rfind("[", 0), 0u) << r.out;
   EXPECT_NE(r.out.find(" s] "), std::string::npos) << r.out;
+}
+
+// tools/svm.py reads the CSV and LIBSVM exports as well, and trains an RBF
+// kernel on a --limit of the samples, with a note of what that costs.
+TEST(SvmScript, ReadsEveryFormatAndTrainsAnRbfKernel) {
+  const std::string py = testing::python_with_numpy();
+  if (py.empty() || std::system((py + " -c 'import sklearn' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "python3 with numpy and scikit-learn is not installed "
+                    "(python3-numpy python3-sklearn)";
+  testing::TempDir t;
+  for (const std::string split : {"train", "test"}) {
+    std::vector<float> x(40 * 3);
+    std::vector<int32_t> y(40);
+    for (int i = 0; i < 40; ++i) {
+      y[size_t(i)] = i % 2;
+      for (int j = 0; j < 3; ++j) x[size_t(i * 3 + j)] = float(y[size_t(i)] * 4 + (i * j) % 3);
+    }
+    for (FeatureText f : {FeatureText::kCsv, FeatureText::kLibsvm}) {
+      std::string text = feature_header(f, 3, false);
+      append_feature_rows(text, f, x.data(), 3, 40, {y.data(), nullptr});
+      write_file_atomic(t.file("features_" + split + "." + feature_text_extension(f)), text);
+    }
+  }
+  const std::string dir = " '" + t.path().string() + "'";
+  // No .npy here: the first format found is libsvm.
+  Result r = run_in_source(py + " tools/svm.py" + dir);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("features_train.libsvm"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("test accuracy 100.00%"), std::string::npos) << r.out;
+  r = run_in_source(py + " tools/svm.py --format csv --C 2" + dir);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("features_test.csv"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("] a linear SVM (C=2.0): test accuracy 100.00%"), std::string::npos) << r.out;
+  r = run_in_source(py + " tools/svm.py --kernel rbf --limit 30 --C 5 --gamma 0.5" + dir);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  size_t at = 0;
+  for (const char* stage : {"] features: 30 train, 40 test, 3 values each",
+                            "] note: an RBF SVM's fit grows about quadratically with the samples",
+                            "] fitting an RBF SVM (C=5.0, gamma=0.5) on 30 samples",
+                            "] fitted in ", "test accuracy 100.00%", "] done in "}) {
+    size_t next = r.out.find(stage, at);
+    ASSERT_NE(next, std::string::npos) << stage << " after offset " << at << ":\n" << r.out;
+    at = next;
+  }
+  r = run_in_source(py + " tools/svm.py --kernel rbf --gamma wide" + dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "svm.py: error: --gamma wide: give a positive number, 'scale' or 'auto'\n");
 }
 
 }  // namespace

@@ -176,7 +176,7 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
   CommonOptions co = o;
   if (!o.real_data)  // first, so that an explicit --set data.synthetic=... still wins
     co.overrides.insert(co.overrides.begin(), Override{"data.synthetic=true", "hpmc bench (synthetic data)"});
-  Session s = open_session(co, out);
+  Session s = open_session(with_chosen_impl(co, out), out);
   load_session_data(s, out);
   Model& model = *s.model;
   const Config& cfg = s.cfg;

@@ -8,6 +8,7 @@
 #include "core/sgemm.h"
 #include "core/threads.h"
 #include "cli/reference.h"
+#include "model/impl.h"
 
 extern "C" char* openblas_get_config(void);
 
@@ -31,6 +32,14 @@ std::string cpu_model_and_features() {
 
 }  // namespace
 
+CommonOptions with_chosen_impl(const CommonOptions& o, std::ostream& out) {
+  const ImplChoice c = choose_impl(o.impl);
+  CommonOptions r = o;
+  r.impl = impl_name(c.impl);
+  if (c.automatic) out << "impl auto: " << r.impl << " (" << c.why << ")\n";
+  return r;
+}
+
 void cmd_info(std::ostream& out) {
   out << "hpmc " << HPMC_VERSION << " (" << HPMC_BUILD_TYPE << " build, " << __VERSION__ << ")\n";
   out << "  CUDA support : " << (gpu::compiled_with_cuda() ? "compiled in" : "not compiled in")
@@ -45,7 +54,7 @@ void cmd_info(std::ostream& out) {
   out << "  float GEMM   : " << sgemm_path_name(sgemm_path())
       << (sgemm_avx512_supported() ? "" : " (no AVX-512 on this CPU)")
       << "; HPMC_GEMM=openblas|avx512|auto\n";
-  out << "  impls        : cpu"
+  out << "  impls        : auto (" << impl_name(choose_impl("auto").impl) << " here), cpu"
       << (gpu::compiled_with_cuda() ? (gpu::device_count() > 0 ? ", naive, tiled, im2col"
                                                                 : " (naive, tiled, im2col: no usable GPU)")
                                     : " (naive, tiled, im2col need a CUDA build)")

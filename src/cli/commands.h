@@ -15,7 +15,7 @@ namespace hpmc {
 // What every command that loads a config shares.
 struct CommonOptions {
   std::string config;
-  std::string impl = "cpu";
+  std::string impl = "cpu";         // an impl name or "auto" (model/impl.h choose_impl)
   std::string data_dir;             // --data (overrides data.path)
   std::vector<Override> overrides;  // --epochs, --batch, --set, ...
 };
@@ -32,22 +32,31 @@ struct RunOptions : CommonOptions {
   std::vector<std::string> argv;
 };
 
+// eval, recon and features run on the GPU when one is usable: `--impl auto`.
 struct EvalOptions : CommonOptions {
+  EvalOptions() { impl = "auto"; }
   std::string weights;  // checkpoint to evaluate
 };
 
 struct ReconOptions : CommonOptions {
+  ReconOptions() { impl = "auto"; }
   std::string weights;
   int count = 16;
   std::string out_dir;  // default: the config's output.dir
 };
 
 struct FeaturesOptions : CommonOptions {
+  FeaturesOptions() { impl = "auto"; }
   std::string weights;
   std::string split = "all";   // train | test | all
-  std::string format = "both"; // csv | npy | both
+  std::string format = "both"; // csv | npy | libsvm | both (csv, npy) | all (the three)
   std::string out_dir;         // default: the config's output.dir
   bool overwrite = false;      // replace feature files that already exist
+  std::string progress = "auto";  // auto (a bar on a terminal, else nothing) | bar | lines | quiet
+  // Rows a CSV or LIBSVM chunk holds (io/feature_text.h); 0: the default, or
+  // HPMC_FEATURES_CHUNK_ROWS when set (for tests: the files are the same
+  // bytes for any chunk).
+  int chunk_rows = 0;
 };
 
 // `hpmc bench`: time whole training steps (see src/cli/bench.cpp).
@@ -60,6 +69,11 @@ struct BenchOptions : CommonOptions {
 
 // Load the config with the options' overrides applied.
 Config load_command_config(const CommonOptions& o);
+
+// The options with `--impl auto` replaced by the impl it picks, which is
+// printed to `out` with the reason ("impl auto: im2col (GPU 0: …)"). Other
+// impls pass through as they are; an unknown one is a UsageError.
+CommonOptions with_chosen_impl(const CommonOptions& o, std::ostream& out);
 
 void cmd_run(const RunOptions& o, std::ostream& out);
 void cmd_eval(const EvalOptions& o, std::ostream& out);

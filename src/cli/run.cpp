@@ -151,7 +151,7 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
     throw UsageError("--resume continues from the run's own checkpoint; --init starts a new run "
                      "from another one's weights: pick one");
   gpu::set_sync_debug(o.sync_debug);
-  Session s = open_session(o, out);
+  Session s = open_session(with_chosen_impl(o, out), out);
   const Config& cfg = s.cfg;
   const std::string dir = cfg.output.dir;
   const std::string ckpt = checkpoint_path(cfg);

@@ -1,5 +1,6 @@
 #include "model/impl.h"
 
+#include "core/device.h"
 #include "core/error.h"
 
 namespace hpmc {
@@ -19,5 +20,30 @@ Impl parse_impl(const std::string& s) {
 const char* impl_name(Impl i) { return impl_names().at(size_t(i)).c_str(); }
 
 Device impl_device(Impl i) { return i == Impl::kCpu ? Device::kCPU : Device::kGPU; }
+
+ImplChoice choose_impl(const std::string& s) {
+  ImplChoice c;
+  if (s != "auto") {
+    for (const auto& n : impl_names())
+      if (s == n) {
+        c.impl = parse_impl(s);
+        return c;
+      }
+    throw UsageError(str("unknown implementation '", s,
+                         "'; choose one of: auto, cpu, naive, tiled, im2col"));
+  }
+  c.automatic = true;
+  if (!gpu::compiled_with_cuda()) {
+    c.why = "this hpmc was built without CUDA";
+  } else if (gpu::device_count() == 0) {
+    c.why = str("no usable GPU: ", gpu::describe_devices().front());
+  } else {
+    // im2col: the fastest of the GPU impls on every shipped config
+    // (docs/PERFORMANCE.md); the CUDA runtime's current device is device 0.
+    c.impl = Impl::kIm2col;
+    c.why = str("GPU ", gpu::describe_devices().front());
+  }
+  return c;
+}
 
 }  // namespace hpmc

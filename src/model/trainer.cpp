@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/device.h"
 #include "core/profiler.h"
+#include "core/progress.h"
 #include "core/rng.h"
 #include "data/augment.h"
 #include "model/batches.h"
@@ -28,17 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string format_duration(double s) {
-  if (!std::isfinite(s) || s < 0) return "--:--";
-  long t = long(s + 0.5);
-  char buf[32];
-  if (t >= 3600)
-    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%ld:%02ld", t / 60, t % 60);
-  return buf;
 }
 
 // The target a loss compares the output with: the input itself for an
@@ -273,12 +263,9 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset& test,
       if (look && mode == Progress::kBar) {
         double el = seconds_since(t0);
         double eta = el / (s + 1 - first_step) * (steps - s - 1);
-        const int width = 30;
-        int fill = int(double(s + 1) / steps * width);
         std::ostringstream bar;
-        bar << "\r  epoch " << epoch + 1 << "/" << cfg_.epochs << " ["
-            << std::string(size_t(fill), '=') << std::string(size_t(width - fill), ' ') << "] "
-            << std::setw(3) << (s + 1) * 100 / steps << "% loss " << std::fixed
+        bar << "\r  epoch " << epoch + 1 << "/" << cfg_.epochs << " "
+            << progress_bar(s + 1, steps) << " loss " << std::fixed
             << std::setprecision(5) << state.loss_sum / seen << " ETA " << format_duration(eta)
             << "   ";
         out << bar.str() << std::flush;
