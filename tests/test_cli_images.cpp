@@ -186,5 +186,32 @@ TEST(CliImages, DataSizeResizesAndShapesComeFromTheData) {
   EXPECT_EQ(b.out.find("epoch"), std::string::npos) << b.out;
 }
 
+// A folder of 1000 images shows its loading progress (lines, off a terminal).
+TEST(CliImages, ALargeFolderShowsItsProgress) {
+  testing::TempDir t;
+  const fs::path root = t.path() / "many";
+  for (int i = 0; i < 1000; ++i)
+    write_png(root / ("i" + std::to_string(1000 + i) + ".png"), 4, 4, 1, 0, i);
+  const fs::path cfg = write_config(
+      t.path() / "tiny.yaml",
+      "data: {format: images, path: " + root.string() + ", test_fraction: 0.1}\n"
+      "model:\n  loss: mse\n  layers:\n"
+      "    - {type: conv2d, out_channels: 1, kernel: 3, padding: 1}\n"
+      "training: {batch_size: 100}\noutput: {dir: " + (t.path() / "run").string() +
+      ", weights_dir: " + (t.path() / "w").string() + "}\n");
+  CliResult r = run_hpmc("run " + cfg.string() + " --progress quiet");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("900 train, 100 test samples"), std::string::npos) << r.out;
+  // A line about every 10% (thread 0 reports, so the counts vary a little).
+  int progress_lines = 0;
+  for (size_t at = r.out.find("loading images: "); at != std::string::npos;
+       at = r.out.find("loading images: ", at + 1)) {
+    ++progress_lines;
+    EXPECT_NE(r.out.find("/1000 (", at), std::string::npos) << r.out;
+  }
+  EXPECT_GE(progress_lines, 5) << r.out;
+  EXPECT_LE(progress_lines, 9) << r.out;
+}
+
 }  // namespace
 }  // namespace hpmc
