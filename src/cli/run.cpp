@@ -178,6 +178,7 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
                                  "another with ", another_run(cfg)));
   }
 
+  s.progress = o.progress;
   load_session_data(s, out);
   Model& model = *s.model;
   const int n_train = s.data.train.size();

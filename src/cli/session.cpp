@@ -43,10 +43,12 @@ DataProbe probe_session_data(const Config& cfg, DataFormat f, Splits which) {
 // A load of this many images or more shows its progress.
 constexpr size_t kProgressMinImages = 1000;
 
-// Progress of an image load on `out`: a bar redrawn every 1% on a terminal,
-// else a line about every 10% (the trainer's styles); nothing for a small load.
-LoadProgress loading_progress(std::ostream& out) {
-  const bool bar = isatty(STDOUT_FILENO);
+// Progress of an image load on `out` in the trainer's styles: a bar redrawn
+// every 1% (`mode` bar, or auto on a terminal), else a line about every 10%;
+// nothing for a small load or with `mode` quiet.
+LoadProgress loading_progress(std::ostream& out, const std::string& mode) {
+  if (mode == "quiet") return {};
+  const bool bar = mode == "bar" || (mode == "auto" && isatty(STDOUT_FILENO));
   auto shown = std::make_shared<int>(-1);
   return [&out, bar, shown](size_t done, size_t total) {
     if (total < kProgressMinImages) return;
@@ -127,7 +129,7 @@ void load_session_data(Session& s, std::ostream& out, Splits which) {
                  : synthetic_dataset(s.probe, s.cfg.training.seed);
   else
     s.data = load_dataset(s.format, s.cfg.data.path, s.cfg.data.options, which,
-                          loading_progress(out));
+                          loading_progress(out, s.progress));
   if (!wants_train(which)) s.data.train = Dataset{};
   if (!wants_test(which)) s.data.test = Dataset{};
   check_split(s, s.data.train);
@@ -162,7 +164,7 @@ ImageTarget image_target(const Session& s) {
 
 Dataset load_session_images(const Session& s, const std::vector<std::string>& files,
                             std::ostream& out) {
-  Dataset d = load_image_files(files, image_target(s), loading_progress(out));
+  Dataset d = load_image_files(files, image_target(s), loading_progress(out, s.progress));
   out << "images: " << d.size() << " file" << (d.size() == 1 ? "" : "s") << " (" << d.source
       << ") as " << s.probe.sample.sample_str() << "\n" << std::flush;
   return d;

@@ -22,6 +22,9 @@ struct Session {
   DataProbe probe;  // what the model was built for
   std::unique_ptr<Model> model;
   DataSplits data;
+  // How a large image load shows its progress: auto (a bar on a terminal,
+  // else lines), bar, lines or quiet (hpmc run's --progress).
+  std::string progress = "auto";
 };
 
 // Config, threads, model and its table (printed to `out`), then the memory
