@@ -4,7 +4,7 @@
 //            [--seed N] [--out DIR] [--weights-dir DIR] [--log-every N]
 //            [--resume | --overwrite] [--init FILE] [--set KEY=VALUE]...
 //   hpmc eval CONFIG --weights FILE [--data DIR] [--impl IMPL]
-//   hpmc recon CONFIG --weights FILE [--count N] [--out DIR]
+//   hpmc recon CONFIG --weights FILE [--count N | --images PATH...] [--out DIR]
 //   hpmc features CONFIG --weights FILE [--split train|test|all]
 //            [--format csv|npy|libsvm|both|all] [--batch N] [--out DIR] [--overwrite]
 //            [--progress auto|bar|lines|quiet]
@@ -110,6 +110,11 @@ int run_main(int argc, char** argv) {
   recon->add_option("--weights", reo.weights, "checkpoint (.safetensors)")->required();
   recon->add_option("--count", reo.count, "number of test images")->capture_default_str();
   recon->add_option("--out", reo.out_dir, "directory for recon.png (default: output.dir)");
+  recon->add_option("--images", reo.images,
+                    "image files or directories (PNG, JPEG, BMP) to reconstruct instead of test "
+                    "images")
+      ->type_name("PATH...")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 
   FeaturesOptions fo;
   Common fc;
@@ -170,6 +175,7 @@ int run_main(int argc, char** argv) {
     cmd_eval(eo, std::cout);
   } else if (recon->parsed()) {
     rec.apply(recon, reo);
+    reo.count_given = recon->count("--count") > 0;
     cmd_recon(reo, std::cout);
   } else if (feats->parsed()) {
     fc.apply(feats, fo);

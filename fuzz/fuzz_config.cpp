@@ -104,10 +104,21 @@ std::string resolved_text(const Config& cfg, const Model& m) {
   return em.c_str();
 }
 
+// The input a config's model is built for without reading data: the
+// standard shape of mnist and cifar10, data.size and data.channels where an
+// images config gives them, MNIST's otherwise.
+Shape sample_of(const Config& cfg, DataFormat f) {
+  if (f == DataFormat::kMnist || f == DataFormat::kCifar10) return sample_shape(f);
+  const DataOptions& o = cfg.data.options;
+  return Shape(1, o.channels > 0 ? o.channels : 1, o.height > 0 ? o.height : 28,
+               o.width > 0 ? o.width : 28);
+}
+
 std::unique_ptr<Model> build(const Config& cfg) {
   const DataFormat f = parse_data_format(cfg.data.format);
-  if (!within_caps(cfg, sample_shape(f))) return nullptr;
-  auto m = Model::build(cfg, Impl::kCpu, sample_shape(f), num_classes(f));
+  const Shape sample = sample_of(cfg, f);
+  if (!within_caps(cfg, sample)) return nullptr;
+  auto m = Model::build(cfg, Impl::kCpu, sample, 10);
   std::ostringstream table;
   m->print_table(table);
   return m;

@@ -1,6 +1,7 @@
 // seeds.cpp — hpmc_fuzz_seeds SOURCE_DIR OUT_DIR: writes a seed corpus for
-// every fuzz target into OUT_DIR/<target>/, made by hpmc's own writers and
-// in the formats the tests build their fixtures in (tests/test_data.cpp,
+// every fuzz target into OUT_DIR/<target>/, made by hpmc's own writers (and
+// stb_image_write's for images) and in the formats the tests build their
+// fixtures in (tests/test_data.cpp, test_data_npy.cpp, test_data_images.cpp,
 // test_npy.cpp, test_safetensors.cpp, test_json.cpp), plus the shipped
 // configs. Nothing binary is committed: scripts/fuzz runs this first.
 #include <zlib.h>
@@ -12,6 +13,9 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+
+#define STBI_WRITE_NO_STDIO
+#include <stb_image_write.h>
 
 #include "core/error.h"
 #include "fuzz_checkpoint_model.h"
@@ -156,6 +160,52 @@ void npy() {
   put("npy", "v2_fortran.npy", v2 + dict + Bytes(reinterpret_cast<const char*>(f), 24));
 }
 
+// A .npy file of any dtype, as numpy writes it.
+Bytes npy_bytes(const std::string& descr, const std::string& shape, const Bytes& data) {
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + dict.size() + 1) % 64) dict += ' ';
+  dict += '\n';
+  Bytes out("\x93NUMPY\x01\x00", 8);
+  out.push_back(char(dict.size() & 0xff));
+  out.push_back(char(dict.size() >> 8));
+  return out + dict + data;
+}
+
+void npy_data() {
+  Bytes u1, f4, i8, l1;
+  for (int i = 0; i < 2 * 3 * 4 * 3; ++i) u1.push_back(char(i * 7));
+  for (int i = 0; i < 2 * 3 * 4 * 3; ++i) {
+    const float v = float(i) / 72.0f;
+    f4.append(reinterpret_cast<const char*>(&v), 4);
+  }
+  for (int64_t l : {int64_t(1), int64_t(0)}) i8.append(reinterpret_cast<const char*>(&l), 8);
+  l1 = Bytes{char(2), char(5)};
+  // The first byte picks data.layout: 0 auto, 1 nhw, 2 nhwc, 3 nchw.
+  put("npy_data", "u1_nhw.bin", "\x01" + two(npy_bytes("|u1", "(6, 3, 4)", u1), i8 + i8 + i8));
+  put("npy_data", "u1_nhwc.bin", "\x02" + two(npy_bytes("|u1", "(2, 3, 4, 3)", u1), l1));
+  put("npy_data", "f4_nchw.bin", "\x03" + two(npy_bytes("<f4", "(2, 3, 3, 4)", f4), i8));
+  put("npy_data", "f4_auto.bin", "\x00" + two(npy_bytes("<f4", "(6, 3, 4)", f4), ""));
+}
+
+void stb_append(void* ctx, void* data, int size) {
+  static_cast<Bytes*>(ctx)->append(static_cast<const char*>(data), size_t(size));
+}
+
+void images() {
+  for (int c : {1, 2, 3, 4}) {
+    std::vector<uint8_t> px(size_t(7) * 5 * c);
+    for (size_t i = 0; i < px.size(); ++i) px[i] = uint8_t(i * 29);
+    Bytes png, jpg, bmp;
+    if (!stbi_write_png_to_func(stb_append, &png, 7, 5, c, px.data(), 7 * c) ||
+        !stbi_write_jpg_to_func(stb_append, &jpg, 7, 5, c, px.data(), 90) ||
+        !stbi_write_bmp_to_func(stb_append, &bmp, 7, 5, c, px.data()))
+      throw RuntimeError("stb_image_write failed");
+    put("image", str("c", c, ".png"), png);
+    put("image", str("c", c, ".jpg"), jpg);
+    put("image", str("c", c, ".bmp"), bmp);
+  }
+}
+
 void datasets() {
   put("idx", "two.bin", two(idx_images(2), idx_labels(2)));
   put("idx", "two_gz.bin", two(gzip(idx_images(2)), gzip(idx_labels(2))));
@@ -225,6 +275,8 @@ int main(int argc, char** argv) {
     configs(argv[1]);
     json();
     npy();
+    npy_data();
+    images();
     datasets();
     safetensors();
   } catch (const std::exception& e) {

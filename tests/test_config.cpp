@@ -159,7 +159,7 @@ TEST(Config, ChoicesSuggestTheClosest) {
 
 TEST(Config, RequiredKeysAreNamed) {
   std::string e = error_of(replace(kGood, "  format: mnist\n", ""));
-  EXPECT_NE(e.find("data.format: is required (one of: mnist, cifar10)"), std::string::npos) << e;
+  EXPECT_NE(e.find("data.format: is required (one of: mnist, cifar10, images, npy)"), std::string::npos) << e;
   e = error_of("data: {format: mnist}\n");
   EXPECT_NE(e.find("model: is required"), std::string::npos) << e;
   e = error_of("data: {format: mnist}\nmodel: {loss: mse, layers: []}\n");

@@ -183,6 +183,10 @@ TEST(DataFormat, ParseNamesAndShapes) {
   EXPECT_EQ(parse_data_format("cifar10"), DataFormat::kCifar10);
   EXPECT_STREQ(data_format_name(DataFormat::kMnist), "mnist");
   EXPECT_STREQ(data_format_name(DataFormat::kCifar10), "cifar10");
+  EXPECT_EQ(parse_data_format("images"), DataFormat::kImages);
+  EXPECT_EQ(parse_data_format("npy"), DataFormat::kNpy);
+  EXPECT_STREQ(data_format_name(DataFormat::kImages), "images");
+  EXPECT_STREQ(data_format_name(DataFormat::kNpy), "npy");
   EXPECT_EQ(sample_shape(DataFormat::kMnist), Shape(1, 1, 28, 28));
   EXPECT_EQ(sample_shape(DataFormat::kCifar10), Shape(1, 3, 32, 32));
   EXPECT_EQ(num_classes(DataFormat::kMnist), 10);
@@ -455,13 +459,19 @@ TEST(MnistErrors, LabelOutOfRange) {
                     {dir.file("labels"), "label 11", "index 2", "0..9"});
 }
 
-TEST(MnistErrors, WrongImageSize) {
+TEST(MnistErrors, ImageSizeOutsideTheLimits) {
   testing::TempDir dir;
   Samples s = random_samples(2, 1, 27);
-  write_raw(dir.file("images"), idx_images(2, 27, 27, s.pixels));
   write_raw(dir.file("labels"), idx_labels(s.labels));
+  // 27x27 is a size like any other; a zero or huge side is a corrupt header.
+  write_raw(dir.file("images"), idx_images(2, 27, 27, s.pixels));
+  EXPECT_EQ(load_mnist(dir.file("images"), dir.file("labels")).sample_shape(), Shape(1, 1, 27, 27));
+  write_raw(dir.file("images"), idx_images(2, 0, 27, s.pixels));
   expect_data_error([&] { load_mnist(dir.file("images"), dir.file("labels")); },
-                    {dir.file("images"), "27x27", "28x28"});
+                    {dir.file("images"), "0x27", "corrupt"});
+  write_raw(dir.file("images"), idx_images(2, 27, 70000, s.pixels));
+  expect_data_error([&] { load_mnist(dir.file("images"), dir.file("labels")); },
+                    {dir.file("images"), "27x70000", "65536"});
 }
 
 TEST(MnistErrors, EmptyFiles) {

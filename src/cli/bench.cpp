@@ -215,7 +215,9 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
   const char* rate_name = on_gpu ? "TFLOP/s" : "GFLOP/s";
 
   const double step_flops = model.train_flops(bs);
-  const int epoch_images = standard_train_size(s.format);
+  // An epoch of the training set the config names (the official size for
+  // synthetic MNIST and CIFAR-10).
+  const int epoch_images = int(std::max<size_t>(1, s.probe.train));
   out << "benchmark: device " << device << ", impl " << impl_name(s.impl) << ", batch " << bs
       << ", threads " << threads << ", data "
       << (cfg.data.synthetic ? "synthetic" : str("real (", cfg.data.path, ")")) << "\n";

@@ -42,7 +42,10 @@ struct ReconOptions : CommonOptions {
   ReconOptions() { impl = "auto"; }
   std::string weights;
   int count = 16;
+  bool count_given = false;  // --count was on the command line
   std::string out_dir;  // default: the config's output.dir
+  // Image files or directories to reconstruct instead of test images.
+  std::vector<std::string> images;
 };
 
 struct FeaturesOptions : CommonOptions {

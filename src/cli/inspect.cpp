@@ -8,6 +8,7 @@
 #include "cli/outputs.h"
 #include "cli/session.h"
 #include "core/error.h"
+#include "data/image_folder.h"
 #include "model/checkpoint.h"
 #include "model/trainer.h"
 
@@ -47,7 +48,41 @@ void cmd_eval(const EvalOptions& o, std::ostream& out) {
   out << "  (" << r.samples << " samples)\n";
 }
 
+namespace {
+
+// recon --images: the grid of the given image files, converted to the
+// model's input as the config says (session.h image_target); no split is read.
+void recon_images(const ReconOptions& o, std::ostream& out) {
+  if (o.weights.empty())
+    throw UsageError("--weights FILE is required (a checkpoint written by hpmc run)");
+  if (o.count_given)
+    throw UsageError("--count picks test images; with --images the grid shows every image "
+                     "given: leave out --count, or name fewer images");
+  const std::vector<std::string> files = list_image_files(o.images);
+  if (files.size() > size_t(kMaxReconCount))
+    throw UsageError(str("--images names ", files.size(), " images; a grid holds at most ",
+                         kMaxReconCount, ": name fewer"));
+  const int n = int(files.size());
+  Session s = open_session(o, out, n, "--images", Splits::kNone);
+  if (s.model->loss().target_dtype() != DType::kF32)
+    throw UsageError("reconstructions need an autoencoder (model.loss: mse); this model is a "
+                     "classifier");
+  load_checkpoint(o.weights, *s.model);
+  check_finite_weights(*s.model, o.weights);
+  out << "weights: " << o.weights << "\n";
+  const Dataset images = load_session_images(s, files, out);
+  std::string dir = o.out_dir.empty() ? s.cfg.output.dir : o.out_dir;
+  make_dirs(dir);
+  std::string path = join_path(dir, "recon.png");
+  write_recon_grid(*s.model, images, n, path);
+  out << "wrote " << path << ": " << n << " image" << (n == 1 ? "" : "s")
+      << " (top) above their reconstructions\n";
+}
+
+}  // namespace
+
 void cmd_recon(const ReconOptions& o, std::ostream& out) {
+  if (!o.images.empty()) return recon_images(o, out);
   if (o.count < 1 || o.count > kMaxReconCount)
     throw UsageError(str("--count must be between 1 and ", kMaxReconCount, " (the grid's images), got ",
                          o.count));

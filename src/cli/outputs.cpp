@@ -1,5 +1,6 @@
 #include "cli/outputs.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -105,7 +106,9 @@ int write_recon_grid(Model& model, const Dataset& test, int count, const std::st
   Tensor x = feed.x().to_device(Device::kCPU);
   Tensor yh = y.to_device(Device::kCPU);
   const Shape& s = model.input_shape();
-  int scale = s.h <= 32 ? 4 : 2;
+  // Upscaled so a small image is visible: 4x up to 32 pixels a side, less
+  // for larger images, none from 128 pixels on.
+  int scale = std::clamp(128 / std::max(s.h, s.w), 1, 4);
   int cols = std::min(count, 8);
   Image img = image_grid(x.data<float>(), yh.data<float>(), count, s.c, s.h, s.w, scale, cols);
   write_png(path, img);

@@ -40,7 +40,8 @@ class MetricsLog {
   std::vector<MetricsRow> rows_;
 };
 
-// The PNG grid of the first `count` test images above their reconstructions.
+// The PNG grid of the first `count` images of `test` (the test split, or
+// image files) above their reconstructions, any size, 1 or 3 channels.
 // Returns the number of images drawn. Only for autoencoders (mse).
 // The most images a grid holds (--count, output.recon_count).
 constexpr int kMaxReconCount = 1024;

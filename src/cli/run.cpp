@@ -178,6 +178,7 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
                                  "another with ", another_run(cfg)));
   }
 
+  s.progress = o.progress;
   load_session_data(s, out);
   Model& model = *s.model;
   const int n_train = s.data.train.size();
@@ -278,7 +279,7 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
     row.epoch_end = true;
     metrics.add(row);
     metrics.plot(join_path(dir, "loss.png"), cfg.name + " loss");
-    if (autoencoder && cfg.output.recon_every_epoch)
+    if (autoencoder && cfg.output.recon_every_epoch && s.data.test.size() > 0)
       write_recon_grid(model, s.data.test, cfg.output.recon_count,
                        join_path(dir, str("recon_epoch_", r.epoch, ".png")));
   });
@@ -298,7 +299,8 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
   if (metrics.rows().empty() || !metrics.rows().back().epoch_end)
     metrics.plot(join_path(dir, "loss.png"), cfg.name + " loss");
   out << "outputs: " << join_path(dir, "config.yaml") << ", metrics.csv, loss.png"
-      << (autoencoder ? ", recon.png" : "") << "; checkpoint: " << ckpt << "\n";
+      << (autoencoder && s.data.test.size() > 0 ? ", recon.png" : "") << "; checkpoint: " << ckpt
+      << "\n";
 }
 
 }  // namespace hpmc

@@ -1,7 +1,11 @@
 #include "cli/session.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <ostream>
 
 #include "core/error.h"
@@ -17,6 +21,56 @@ Config load_command_config(const CommonOptions& o) {
   return load_config(o.config, ov);
 }
 
+namespace {
+
+// The probe of the config's data for the splits a command reads. Synthetic
+// mnist and cifar10 data has the formats' standard shapes and sizes; other
+// synthetic data takes the shape, classes and sizes of the files'.
+DataProbe probe_session_data(const Config& cfg, DataFormat f, Splits which) {
+  if (cfg.data.synthetic && (f == DataFormat::kMnist || f == DataFormat::kCifar10)) {
+    DataProbe p;
+    p.sample = sample_shape(f);
+    p.num_classes = num_classes(f);
+    p.train = wants_train(which) ? size_t(standard_train_size(f)) : 0;
+    p.test = wants_test(which) ? size_t(kStandardTestSize) : 0;
+    return p;
+  }
+  DataProbe p = probe_dataset(f, cfg.data.path, cfg.data.options, which);
+  if (cfg.data.synthetic) p.pixels = DType::kU8;
+  return p;
+}
+
+// A load of this many images or more shows its progress.
+constexpr size_t kProgressMinImages = 1000;
+
+// Progress of an image load on `out` in the trainer's styles: a bar redrawn
+// every 1% (`mode` bar, or auto on a terminal), else a line about every 10%;
+// nothing for a small load or with `mode` quiet.
+LoadProgress loading_progress(std::ostream& out, const std::string& mode) {
+  if (mode == "quiet") return {};
+  const bool bar = mode == "bar" || (mode == "auto" && isatty(STDOUT_FILENO));
+  auto shown = std::make_shared<int>(-1);
+  return [&out, bar, shown](size_t done, size_t total) {
+    if (total < kProgressMinImages) return;
+    const int pct = int(done * 100 / total);
+    if (bar) {
+      if (pct == *shown) return;
+      *shown = pct;
+      const int width = 30, fill = pct * width / 100;
+      std::string line = str("\r  loading images [", std::string(size_t(fill), '='),
+                             std::string(size_t(width - fill), ' '), "] ", pct, "% ", done, "/",
+                             total, "   ");
+      out << line << std::flush;
+      if (done == total) out << "\r" << std::string(line.size(), ' ') << "\r" << std::flush;
+    } else if (pct / 10 > *shown / 10 && done < total) {
+      *shown = pct;
+      out << "  loading images: " << done << "/" << total << " (" << pct << "%)\n" << std::flush;
+    }
+  };
+}
+
+}  // namespace
+
 Session open_session(const CommonOptions& o, std::ostream& out, int batch,
                      const std::string& batch_origin, Splits which) {
   Session s;
@@ -24,20 +78,22 @@ Session open_session(const CommonOptions& o, std::ostream& out, int batch,
   s.cfg = load_command_config(o);
   int threads = configure_threads(s.cfg.training.threads);
   s.format = parse_data_format(s.cfg.data.format);
-  s.model = Model::build(s.cfg, s.impl, sample_shape(s.format), num_classes(s.format));
+  // Headers and listings only: the model is built, and every shape checked,
+  // before any image is decoded.
+  s.probe = probe_session_data(s.cfg, s.format, which);
+  s.model = Model::build(s.cfg, s.impl, s.probe.sample, s.probe.num_classes);
   out << "hpmc " << HPMC_VERSION << ": " << s.cfg.name << " (" << o.config << "), impl "
       << impl_name(s.impl) << ", " << threads << " CPU thread" << (threads == 1 ? "" : "s") << "\n";
   s.model->print_table(out);
 
   // The splits the command loads, at their full size: the limits slice them
-  // after loading.
+  // after loading. Image files of the command's own are `batch` samples.
   const bool own_batch = batch > s.cfg.training.batch_size;
   const int run_batch = own_batch ? batch : s.cfg.training.batch_size;
   s.model->check_batch(run_batch, own_batch ? batch_origin : "training.batch_size");
-  const Shape sample = sample_shape(s.format);
-  const DataFootprint data{which != Splits::kTest ? size_t(standard_train_size(s.format)) : 0,
-                           which != Splits::kTrain ? size_t(kStandardTestSize) : 0,
-                           sample.per_sample()};
+  const DataFootprint data{s.probe.train,
+                           which == Splits::kNone ? size_t(std::max(batch, 0)) : s.probe.test,
+                           s.probe.sample.per_sample() * dtype_size(s.probe.pixels)};
   const MemoryPlan plan =
       plan_memory(*s.model, run_batch, data, optimizer_state_buffers(s.cfg.training.optimizer));
   const MemoryBudget budget = available_memory(s.model->device() == Device::kGPU);
@@ -47,21 +103,71 @@ Session open_session(const CommonOptions& o, std::ostream& out, int batch,
   return s;
 }
 
+namespace {
+
+// A split that is not what the model was built for (its files changed since
+// the probe) stops here rather than deep inside a batch.
+void check_split(const Session& s, const Dataset& d) {
+  if (d.size() == 0) return;
+  if (!d.sample_shape().same_sample(s.probe.sample) || d.num_classes != s.probe.num_classes)
+    throw DataError(str(d.source, ": holds ", d.sample_shape().sample_str(), " samples of ",
+                        d.num_classes, " classes, but its headers said ",
+                        s.probe.sample.sample_str(), " and ", s.probe.num_classes,
+                        " when the model was built; did the data change meanwhile? run again"));
+}
+
+std::string describe_classes(int n) {
+  return n == 0 ? "no labels" : str(n, n == 1 ? " class" : " classes");
+}
+
+}  // namespace
+
 void load_session_data(Session& s, std::ostream& out, Splits which) {
-  s.data = s.cfg.data.synthetic ? synthetic_dataset(s.format, s.cfg.training.seed)
-                                : load_dataset(s.format, s.cfg.data.path, which);
-  if (which == Splits::kTest) s.data.train = Dataset{};
-  if (which == Splits::kTrain) s.data.test = Dataset{};
+  if (s.cfg.data.synthetic)
+    s.data = s.format == DataFormat::kMnist || s.format == DataFormat::kCifar10
+                 ? synthetic_dataset(s.format, s.cfg.training.seed)
+                 : synthetic_dataset(s.probe, s.cfg.training.seed);
+  else
+    s.data = load_dataset(s.format, s.cfg.data.path, s.cfg.data.options, which,
+                          loading_progress(out, s.progress));
+  if (!wants_train(which)) s.data.train = Dataset{};
+  if (!wants_test(which)) s.data.test = Dataset{};
+  check_split(s, s.data.train);
+  check_split(s, s.data.test);
   if (s.cfg.data.train_limit > 0 && s.cfg.data.train_limit < s.data.train.size())
     s.data.train = s.data.train.slice(0, s.cfg.data.train_limit);
   if (s.cfg.data.test_limit > 0 && s.cfg.data.test_limit < s.data.test.size())
     s.data.test = s.data.test.slice(0, s.cfg.data.test_limit);
   out << "data: " << s.cfg.data.format << " from "
-      << (s.cfg.data.synthetic ? std::string("synthetic random images") : s.cfg.data.path) << ": ";
-  if (which != Splits::kTest) out << s.data.train.size() << " train";
+      << (s.cfg.data.synthetic ? std::string("synthetic random images") : s.cfg.data.path) << " ("
+      << s.probe.sample.sample_str() << ", " << describe_classes(s.probe.num_classes) << "): ";
+  if (wants_train(which)) out << s.data.train.size() << " train";
   if (which == Splits::kBoth) out << ", ";
-  if (which != Splits::kTrain) out << s.data.test.size() << " test";
+  if (wants_test(which)) out << s.data.test.size() << " test";
   out << " samples\n" << std::flush;
+}
+
+ImageTarget image_target(const Session& s) {
+  ImageTarget t;
+  const Shape& in = s.probe.sample;
+  t.channels = in.c, t.height = in.h, t.width = in.w;
+  const DataOptions& o = s.cfg.data.options;
+  const bool images = s.format == DataFormat::kImages;
+  t.convert_channels = images && o.channels > 0;
+  t.resize = images && o.height > 0;
+  t.origin = "the model's input";
+  if (!images)
+    t.hint = str("give images of that shape (the model was built for ", s.cfg.data.format,
+                 " data of ", in.sample_str(), ")");
+  return t;
+}
+
+Dataset load_session_images(const Session& s, const std::vector<std::string>& files,
+                            std::ostream& out) {
+  Dataset d = load_image_files(files, image_target(s), loading_progress(out, s.progress));
+  out << "images: " << d.size() << " file" << (d.size() == 1 ? "" : "s") << " (" << d.source
+      << ") as " << s.probe.sample.sample_str() << "\n" << std::flush;
+  return d;
 }
 
 void check_finite_weights(const Model& model, const std::string& path) {

@@ -1,17 +1,23 @@
-// dataset.cpp — data formats, Dataset helpers, batch gathering, and finding
-// a dataset's files in a directory (with messages that say where to get
-// them when they are not there). The readers are in mnist.cpp and
-// cifar10.cpp; the layouts are described in dataset.h.
+// dataset.cpp — data formats, Dataset helpers, batch gathering, the probes
+// and loaders of each format (dispatched to mnist.cpp, cifar10.cpp,
+// image_folder.cpp and npy_data.cpp), finding the MNIST and CIFAR-10 files in
+// a directory (with messages that say where to get them when they are not
+// there), synthetic data and the seeded test split. The layouts are
+// described in dataset.h.
 #include "data/dataset.h"
 
 #include "core/rng.h"
 
+#include <climits>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "data/download_hints.h"
+#include "data/formats.h"
 
 namespace hpmc {
 
@@ -20,10 +26,12 @@ namespace fs = std::filesystem;
 DataFormat parse_data_format(const std::string& s) {
   if (s == "mnist") return DataFormat::kMnist;
   if (s == "cifar10") return DataFormat::kCifar10;
+  if (s == "images") return DataFormat::kImages;
+  if (s == "npy") return DataFormat::kNpy;
   std::string hint;
   if (s.find("ashion") != std::string::npos) hint = " (Fashion-MNIST uses the format mnist)";
-  throw ConfigError(
-      str("unknown data format \"", s, "\"", hint, "; expected one of: mnist, cifar10"));
+  throw ConfigError(str("unknown data format \"", s, "\"", hint,
+                        "; expected one of: mnist, cifar10, images, npy"));
 }
 
 const char* data_format_name(DataFormat f) {
@@ -32,15 +40,30 @@ const char* data_format_name(DataFormat f) {
       return "mnist";
     case DataFormat::kCifar10:
       return "cifar10";
+    case DataFormat::kImages:
+      return "images";
+    case DataFormat::kNpy:
+      return "npy";
   }
   return "?";
 }
 
+namespace {
+void check_standard_format(DataFormat f) {
+  HPMC_CHECK(f == DataFormat::kMnist || f == DataFormat::kCifar10, "the ", data_format_name(f),
+             " format has no standard shape: probe its files (probe_dataset)");
+}
+}  // namespace
+
 Shape sample_shape(DataFormat f) {
+  check_standard_format(f);
   return f == DataFormat::kMnist ? Shape(1, 1, 28, 28) : Shape(1, 3, 32, 32);
 }
 
-int num_classes(DataFormat) { return 10; }
+int num_classes(DataFormat f) {
+  check_standard_format(f);
+  return 10;
+}
 
 int Dataset::size() const { return images.defined() ? images.shape().n : 0; }
 
@@ -49,22 +72,36 @@ Shape Dataset::sample_shape() const { return images.shape().with_batch(1); }
 Dataset Dataset::slice(int begin, int count) const {
   HPMC_CHECK(begin >= 0 && count >= 0 && int64_t(begin) + count <= size(), "slice [", begin, ", ",
              int64_t(begin) + count, ") of a dataset of ", size(), " samples");
+  std::vector<int32_t> idx(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) idx[size_t(i)] = begin + i;
+  return subset(idx);
+}
+
+Dataset Dataset::subset(const std::vector<int32_t>& idx) const {
+  const int count = int(idx.size());
   Dataset out;
   out.source = source;
   out.num_classes = num_classes;
-  out.images = Tensor::empty(images.shape().with_batch(count), DType::kU8);
+  out.class_names = class_names;
+  out.images = Tensor::empty(images.shape().with_batch(count), images.dtype());
   out.labels = Tensor::empty(labels.shape().with_batch(count), DType::kI32);
-  const size_t per = images.shape().per_sample();
-  std::memcpy(out.images.data<uint8_t>(), images.data<uint8_t>() + size_t(begin) * per,
-              size_t(count) * per);
-  std::memcpy(out.labels.data<int32_t>(), labels.data<int32_t>() + begin,
-              size_t(count) * sizeof(int32_t));
+  const size_t per = images.shape().per_sample() * dtype_size(images.dtype());
+  const auto* src = static_cast<const uint8_t*>(images.raw());
+  auto* dst = static_cast<uint8_t*>(out.images.raw());
+  for (int i = 0; i < count; ++i) {
+    const int32_t j = idx[size_t(i)];
+    HPMC_CHECK(j >= 0 && j < size(), "sample ", j, " of a dataset of ", size(), " samples");
+    std::memcpy(dst + size_t(i) * per, src + size_t(j) * per, per);
+    out.labels.data<int32_t>()[i] = labels.data<int32_t>()[j];
+    if (!files.empty()) out.files.push_back(files[size_t(j)]);
+  }
   return out;
 }
 
 void gather_batch(const Dataset& d, const int32_t* idx, int n, Tensor& x, Tensor* labels) {
-  HPMC_CHECK(d.images.dtype() == DType::kU8 && d.images.device() == Device::kCPU,
-             "dataset images must be uint8 on the CPU");
+  const DType pixels = d.images.dtype();
+  HPMC_CHECK((pixels == DType::kU8 || pixels == DType::kF32) && d.images.device() == Device::kCPU,
+             "dataset images must be uint8 or float32 on the CPU");
   // Only the element count per sample must match, so an MLP can gather
   // straight into a flat (n, C*H*W, 1, 1) input.
   HPMC_CHECK(x.dtype() == DType::kF32 && x.device() == Device::kCPU &&
@@ -85,7 +122,6 @@ void gather_batch(const Dataset& d, const int32_t* idx, int n, Tensor& x, Tensor
 
   const size_t per = d.images.shape().per_sample();
   const int size = d.size();
-  const uint8_t* src = d.images.data<uint8_t>();
   const int32_t* src_lab = d.labels.data<int32_t>();
   float* dst = x.data<float>();
   int32_t* dst_lab = labels ? labels->data<int32_t>() : nullptr;
@@ -93,12 +129,16 @@ void gather_batch(const Dataset& d, const int32_t* idx, int n, Tensor& x, Tensor
     const int32_t j = idx[i];
     HPMC_CHECK(j >= 0 && j < size, "sample index ", j, " at batch position ", i,
                " is outside a dataset of ", size, " samples");
-    const uint8_t* s = src + size_t(j) * per;
     float* o = dst + size_t(i) * per;
-    // A division, not a multiply by 1/255, so every value is exactly
-    // v / 255.0f (255 maps to exactly 1.0f); unlike a table lookup it
-    // vectorises (the gather is a tenth of an MLP step otherwise).
-    for (size_t k = 0; k < per; ++k) o[k] = float(s[k]) / 255.0f;
+    if (pixels == DType::kU8) {
+      const uint8_t* s = d.images.data<uint8_t>() + size_t(j) * per;
+      // A division, not a multiply by 1/255, so every value is exactly
+      // v / 255.0f (255 maps to exactly 1.0f); unlike a table lookup it
+      // vectorises (the gather is a tenth of an MLP step otherwise).
+      for (size_t k = 0; k < per; ++k) o[k] = float(s[k]) / 255.0f;
+    } else {
+      std::memcpy(o, d.images.data<float>() + size_t(j) * per, per * sizeof(float));
+    }
     if (dst_lab) dst_lab[i] = src_lab[j];
   }
 }
@@ -175,9 +215,6 @@ void require_directory(const std::string& dir, const char* dataset, const char* 
                         needs, "; ", get_it, "; ", kPointAt));
 }
 
-bool wants_train(Splits w) { return w != Splits::kTest; }
-bool wants_test(Splits w) { return w != Splits::kTrain; }
-
 DataSplits load_mnist_dir(const std::string& dir, Splits which) {
   require_directory(dir, "MNIST", kMnistNeeds, kMnistGetIt);
   std::string paths[4];
@@ -206,7 +243,42 @@ DataSplits load_mnist_dir(const std::string& dir, Splits which) {
   DataSplits s;
   if (wants_train(which)) s.train = load_mnist(paths[0], paths[1]);
   if (wants_test(which)) s.test = load_mnist(paths[2], paths[3]);
+  if (wants_train(which) && wants_test(which) &&
+      !s.train.sample_shape().same_sample(s.test.sample_shape()))
+    throw DataError(str("MNIST data directory ", dir, ": the test images (", paths[2], ") are ",
+                        s.test.sample_shape().sample_str(), " but the training images (", paths[0],
+                        ") are ", s.train.sample_shape().sample_str(),
+                        "; both splits must share one image size"));
   return s;
+}
+
+// The IDX headers of the images files there are; the standard shape and
+// sizes stand in for those that are missing.
+DataProbe probe_mnist_dir(const std::string& dir, Splits which) {
+  DataProbe p;
+  p.sample = sample_shape(DataFormat::kMnist);
+  p.num_classes = num_classes(DataFormat::kMnist);
+  p.train = wants_train(which) ? size_t(standard_train_size(DataFormat::kMnist)) : 0;
+  p.test = wants_test(which) ? size_t(kStandardTestSize) : 0;
+  if (!is_dir(dir)) return p;
+  bool shaped = false;
+  for (int i : {0, 2}) {
+    // Without a split to read (Splits::kNone) either file gives the shape.
+    const bool wanted = i == 0 ? wants_train(which) : wants_test(which);
+    if (!wanted && which != Splits::kNone) continue;
+    const std::string path = find_file(dir, kMnistFiles[i]);
+    if (path.empty()) continue;
+    const IdxShape h = read_mnist_images_header(path);
+    const Shape sample(1, 1, int(h.rows), int(h.cols));
+    if (shaped && !sample.same_sample(p.sample))
+      throw DataError(str("MNIST data directory ", dir, ": the test images (", path, ") are ",
+                          sample.sample_str(), " but the training images are ",
+                          p.sample.sample_str(), "; both splits must share one image size"));
+    p.sample = sample;
+    shaped = true;
+    if (wanted) (i == 0 ? p.train : p.test) = h.n;
+  }
+  return p;
 }
 
 DataSplits load_cifar10_dir(const std::string& dir, Splits which) {
@@ -262,34 +334,125 @@ DataSplits load_cifar10_dir(const std::string& dir, Splits which) {
   return s;
 }
 
+// The raw batch files there are give their record counts; gzipped or
+// missing ones count as the official 10000 records.
+DataProbe probe_cifar10_dir(const std::string& dir, Splits which) {
+  DataProbe p;
+  p.sample = sample_shape(DataFormat::kCifar10);
+  p.num_classes = num_classes(DataFormat::kCifar10);
+  for (int i = 0; i < 6; ++i) {
+    if (i < 5 ? !wants_train(which) : !wants_test(which)) continue;
+    uint64_t records = 10000;
+    for (const fs::path& d : {fs::path(dir), fs::path(dir) / kCifarSubdir}) {
+      std::error_code ec;
+      const uint64_t size = is_file(d / kCifarFiles[i]) ? fs::file_size(d / kCifarFiles[i], ec) : 0;
+      if (!ec && size > 0 && size % 3073 == 0) {
+        records = size / 3073;
+        break;
+      }
+    }
+    (i < 5 ? p.train : p.test) += records;
+  }
+  return p;
+}
+
 }  // namespace
 
+DataProbe probe_dataset(DataFormat f, const std::string& dir, const DataOptions& o,
+                        Splits which) {
+  switch (f) {
+    case DataFormat::kMnist:
+      return probe_mnist_dir(dir, which);
+    case DataFormat::kCifar10:
+      return probe_cifar10_dir(dir, which);
+    case DataFormat::kImages:
+      return probe_image_folder(dir, o, which);
+    case DataFormat::kNpy:
+      return probe_npy_dir(dir, o, which);
+  }
+  return {};
+}
+
+DataSplits load_dataset(DataFormat f, const std::string& dir, const DataOptions& o, Splits which,
+                        const LoadProgress& progress) {
+  if (which == Splits::kNone) return {};
+  switch (f) {
+    case DataFormat::kMnist:
+      return load_mnist_dir(dir, which);
+    case DataFormat::kCifar10:
+      return load_cifar10_dir(dir, which);
+    case DataFormat::kImages:
+      return load_image_folder(dir, o, which, progress);
+    case DataFormat::kNpy:
+      return load_npy_dir(dir, o, which);
+  }
+  return {};
+}
+
 DataSplits load_dataset(DataFormat f, const std::string& dir, Splits which) {
-  return f == DataFormat::kMnist ? load_mnist_dir(dir, which) : load_cifar10_dir(dir, which);
+  return load_dataset(f, dir, DataOptions{}, which);
 }
 
 namespace {
-Dataset synthetic_split(DataFormat f, int n, uint64_t seed, const char* name) {
+Dataset synthetic_split(const std::string& format, const Shape& s, int classes, int n,
+                        uint64_t seed, const char* name) {
   Dataset d;
-  d.source = str("synthetic ", data_format_name(f), " ", name, " (seed ", seed, ")");
-  Shape s = sample_shape(f);
+  d.source = str("synthetic ", format, " ", name, " (seed ", seed, ")");
   d.images = Tensor::empty(s.with_batch(n), DType::kU8);
   d.labels = Tensor::empty(Shape(n, 1, 1, 1), DType::kI32);
-  d.num_classes = num_classes(f);
+  d.num_classes = classes;
   Rng rng(seed);
   uint8_t* px = d.images.data<uint8_t>();
   for (size_t i = 0; i < d.images.numel(); ++i) px[i] = uint8_t(rng.next_u64() >> 56);
-  for (int i = 0; i < n; ++i) d.labels.data<int32_t>()[i] = int32_t(rng.below(uint64_t(d.num_classes)));
+  for (int i = 0; i < n; ++i)
+    d.labels.data<int32_t>()[i] = classes > 0 ? int32_t(rng.below(uint64_t(classes))) : -1;
   return d;
 }
 }  // namespace
 
-int standard_train_size(DataFormat f) { return f == DataFormat::kMnist ? 60000 : 50000; }
+int standard_train_size(DataFormat f) {
+  check_standard_format(f);
+  return f == DataFormat::kMnist ? 60000 : 50000;
+}
 
 DataSplits synthetic_dataset(DataFormat f, uint64_t seed) {
   DataSplits s;
-  s.train = synthetic_split(f, standard_train_size(f), seed, "train");
-  s.test = synthetic_split(f, kStandardTestSize, seed + 1, "test");
+  s.train = synthetic_split(data_format_name(f), sample_shape(f), num_classes(f),
+                            standard_train_size(f), seed, "train");
+  s.test = synthetic_split(data_format_name(f), sample_shape(f), num_classes(f), kStandardTestSize,
+                           seed + 1, "test");
+  return s;
+}
+
+DataSplits synthetic_dataset(const DataProbe& p, uint64_t seed) {
+  HPMC_CHECK(p.train <= size_t(INT_MAX) && p.test <= size_t(INT_MAX), "a probe of ", p.train,
+             " + ", p.test, " samples");
+  DataSplits s;
+  s.train = synthetic_split("data", p.sample, p.num_classes, int(p.train), seed, "train");
+  s.test = synthetic_split("data", p.sample, p.num_classes, int(p.test), seed + 1, "test");
+  return s;
+}
+
+SplitIndices split_by_fraction(const int32_t* labels, int n, double fraction, uint64_t seed,
+                               const std::string& what) {
+  HPMC_CHECK(n >= 0 && fraction > 0 && fraction < 1, "split of ", n, " samples at ", fraction);
+  // Samples by class, in order (-1, unlabelled, is a class of its own).
+  std::map<int32_t, std::vector<int32_t>> by_class;
+  for (int i = 0; i < n; ++i) by_class[labels[i]].push_back(i);
+  std::vector<char> to_test(static_cast<size_t>(n), 0);
+  Rng rng(seed, 0x73706c6974ull);  // "split": a stream of its own
+  for (auto& [label, members] : by_class) {
+    const size_t k = size_t(std::llround(double(members.size()) * fraction));
+    for (size_t i = members.size(); i > 1; --i)  // Fisher–Yates
+      std::swap(members[i - 1], members[size_t(rng.below(i))]);
+    for (size_t i = 0; i < k; ++i) to_test[size_t(members[i])] = 1;
+  }
+  SplitIndices s;
+  for (int i = 0; i < n; ++i) (to_test[size_t(i)] ? s.test : s.train).push_back(i);
+  if (s.test.empty() || s.train.empty())
+    throw DataError(str(what, ": data.test_fraction ", fraction, " of its ", n, " samples leaves ",
+                        s.test.empty() ? "no test samples" : "no training samples",
+                        "; ", s.test.empty() ? "raise" : "lower", " it, or add more data"));
   return s;
 }
 

@@ -2,8 +2,9 @@
 //
 // IDX layout (big-endian): bytes 0-1 zero, byte 2 the element type (0x08 =
 // unsigned byte), byte 3 the number of dimensions; then one uint32 per
-// dimension; then the elements, row-major. Images are 0x00000803 (N, 28, 28),
-// labels 0x00000801 (N).
+// dimension; then the elements, row-major. Images are 0x00000803 (N, rows,
+// cols), any size from 1x1 to 65536x65536 (MNIST's are 28x28); labels
+// 0x00000801 (N).
 //
 // Everything that can be checked from the headers and file lengths is
 // checked before any pixel is read, so a bad download fails at once with the
@@ -18,6 +19,7 @@
 #include "data/dataset.h"
 #include "data/download_hints.h"
 #include "data/file_io.h"
+#include "data/formats.h"
 
 namespace hpmc {
 
@@ -25,7 +27,9 @@ namespace {
 
 constexpr uint32_t kImagesMagic = 0x00000803;
 constexpr uint32_t kLabelsMagic = 0x00000801;
-constexpr uint32_t kSide = 28;
+// The longest image side read: far beyond any IDX dataset, and small enough
+// that N·rows·cols cannot overflow 64 bits.
+constexpr uint32_t kMaxSide = 65536;
 
 uint32_t be32(const uint8_t* p) {
   return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
@@ -120,22 +124,39 @@ void read_payload(InputFile& f, void* dst, size_t n, uint64_t expected, const ch
 
 }  // namespace
 
+namespace {
+
+// The images header of an open file, its dimensions checked.
+IdxShape images_header(InputFile& fi) {
+  std::vector<uint32_t> idims = read_idx_header(fi, kImagesMagic, 3, "images");
+  IdxShape h{idims[0], idims[1], idims[2]};
+  if (h.rows == 0 || h.cols == 0 || h.rows > kMaxSide || h.cols > kMaxSide)
+    throw DataError(str(fi.path(), ": header gives images of ", h.rows, "x", h.cols,
+                        ", expected 1 to ", kMaxSide,
+                        " pixels a side; the file is corrupt, fetch it again"));
+  if (h.n == 0 || h.n > uint32_t(INT_MAX))
+    throw DataError(str(fi.path(), ": header claims ", h.n,
+                        " images, expected 1 to 2147483647; the file is corrupt, fetch it again"));
+  return h;
+}
+
+}  // namespace
+
+IdxShape read_mnist_images_header(const std::string& path) {
+  InputFile fi(path);
+  return images_header(fi);
+}
+
 Dataset load_mnist(const std::string& images_path, const std::string& labels_path) {
   for (const std::string* p : {&images_path, &labels_path})
     if (check_regular_file(*p).problem == FileProblem::kMissing)
       throw DataError(str("MNIST ", p == &images_path ? "images" : "labels", " file ", *p,
                           " not found; ", data_hints::kMnistGetIt));
   InputFile fi(images_path);
-  std::vector<uint32_t> idims = read_idx_header(fi, kImagesMagic, 3, "images");
-  const uint32_t n = idims[0];
-  if (idims[1] != kSide || idims[2] != kSide)
-    throw DataError(str(images_path, ": images are ", idims[1], "x", idims[2],
-                        ", expected 28x28 as in MNIST and Fashion-MNIST; use the original files"));
-  if (n == 0 || n > uint32_t(INT_MAX))
-    throw DataError(str(images_path, ": header claims ", n,
-                        " images, expected 1 to 2147483647; the file is corrupt, fetch it again"));
-  const uint64_t pixels = uint64_t(n) * kSide * kSide;
-  check_length(fi, 16 + pixels, str(n, " images of 28x28"), "images");
+  const IdxShape h = images_header(fi);
+  const uint32_t n = h.n;
+  const uint64_t pixels = uint64_t(n) * h.rows * h.cols;
+  check_length(fi, 16 + pixels, str(n, " images of ", h.rows, "x", h.cols), "images");
 
   InputFile fl(labels_path);
   const uint32_t nl = read_idx_header(fl, kLabelsMagic, 1, "labels")[0];
@@ -164,7 +185,7 @@ Dataset load_mnist(const std::string& images_path, const std::string& labels_pat
     lab[i] = raw[i];
   }
 
-  d.images = Tensor::empty(Shape(int(n), 1, int(kSide), int(kSide)), DType::kU8);
+  d.images = Tensor::empty(Shape(int(n), 1, int(h.rows), int(h.cols)), DType::kU8);
   read_payload(fi, d.images.data<uint8_t>(), size_t(pixels), 16 + pixels, "images");
   return d;
 }

@@ -5,7 +5,12 @@
 // static_assert below stops a big-endian build rather than writing wrong files.
 #include "io/npy.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "core/atomic_file.h"
@@ -262,35 +267,100 @@ int64_t NpyArray::numel() const {
   return n;
 }
 
-NpyArray read_npy(const std::string& path) {
-  RegularFile f(path);  // a FIFO would block, a device never end
+namespace {
+
+// The header of an open file: parsed, checked against the file's size, and
+// the file left positioned at the first data byte.
+NpyHeader read_header(RegularFile& f, const std::string& path) {
   if (!f.ok()) throw DataError(str("cannot open ", path, ": it ", f.why()));
   std::string b;
-  if (!f.read_up_to(b, std::string::npos)) throw DataError(str("cannot read ", path));
-
+  if (!f.read_up_to(b, 10)) throw DataError(str("cannot read ", path));
   if (b.size() < 10 || b.compare(0, kMagicLen, kMagic, kMagicLen) != 0)
     bad(path, "no \\x93NUMPY magic");
   int major = static_cast<unsigned char>(b[6]);
   if (major < 1 || major > 3) bad(path, str("unknown format version ", major));
   size_t len_bytes = major == 1 ? 2 : 4;
   size_t start = kMagicLen + 2 + len_bytes;
+  if (!f.read_up_to(b, start - b.size())) throw DataError(str("cannot read ", path));
   if (b.size() < start) bad(path, "truncated header");
   size_t header_len = little_endian(b, kMagicLen + 2, int(len_bytes));
-  if (b.size() < start + header_len) bad(path, "truncated header");
+  // No real header comes near this; it keeps a corrupt length from
+  // allocating gigabytes before the file's size is looked at.
+  if (header_len > f.size()) bad(path, "truncated header");
+  std::string text;
+  if (!f.read_up_to(text, header_len)) throw DataError(str("cannot read ", path));
+  if (text.size() < header_len) bad(path, "truncated header");
 
-  NpyArray a = HeaderParser(path, b.substr(start, header_len)).parse();
-  int64_t count = 0, item = item_size(path, a.descr), bytes = 0;
+  NpyArray a = HeaderParser(path, text).parse();
+  NpyHeader h;
+  h.descr = a.descr;
+  h.fortran_order = a.fortran_order;
+  h.shape = a.shape;
+  h.item_size = item_size(path, a.descr);
+  int64_t count = 0, bytes = 0;
   try {
     count = element_count(a.shape);
   } catch (const RuntimeError& e) {
     bad(path, e.what());
   }
-  if (__builtin_mul_overflow(count, item, &bytes)) bad(path, "shape too large");
-  size_t data_at = start + header_len;
-  if (b.size() - data_at != uint64_t(bytes))
+  if (__builtin_mul_overflow(count, h.item_size, &bytes)) bad(path, "shape too large");
+  h.data_offset = start + header_len;
+  h.data_bytes = uint64_t(bytes);
+  if (f.size() - h.data_offset != h.data_bytes)
     bad(path, str("shape ", shape_tuple(a.shape), " of ", a.descr, " needs ", bytes,
-                  " data bytes, the file has ", b.size() - data_at));
-  a.data.assign(b.begin() + std::ptrdiff_t(data_at), b.end());
+                  " data bytes, the file has ", f.size() - h.data_offset));
+  return h;
+}
+
+}  // namespace
+
+int64_t NpyHeader::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+NpyHeader read_npy_header(const std::string& path) {
+  RegularFile f(path);  // a FIFO would block, a device never end
+  return read_header(f, path);
+}
+
+void read_npy_data(const std::string& path, const NpyHeader& h, uint64_t offset, void* dst,
+                   size_t bytes) {
+  HPMC_CHECK(offset <= h.data_bytes && bytes <= h.data_bytes - offset, "read_npy_data: bytes [",
+             offset, ", ", offset + bytes, ") outside the ", h.data_bytes, " data bytes of ", path);
+  RegularFile f(path);
+  if (!f.ok()) throw DataError(str("cannot open ", path, ": it ", f.why()));
+  if (f.size() != h.data_offset + h.data_bytes)
+    throw DataError(str(path, ": the file changed while it was being read (it is ", f.size(),
+                        " bytes, its header said ", h.data_offset + h.data_bytes, ")"));
+  auto* p = static_cast<uint8_t*>(dst);
+  uint64_t at = h.data_offset + offset;
+  while (bytes > 0) {
+    ssize_t got = ::pread(f.fd(), p, std::min<size_t>(bytes, size_t(1) << 30), off_t(at));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      throw DataError(str("cannot read ", path, got < 0 ? str(": ", std::strerror(errno))
+                                                        : std::string(": it ended early")));
+    p += got;
+    at += uint64_t(got);
+    bytes -= size_t(got);
+  }
+}
+
+NpyArray read_npy(const std::string& path) {
+  RegularFile f(path);  // a FIFO would block, a device never end
+  NpyHeader h = read_header(f, path);
+  NpyArray a;
+  a.descr = h.descr;
+  a.fortran_order = h.fortran_order;
+  a.shape = h.shape;
+  std::string b;
+  if (!f.read_up_to(b, size_t(h.data_bytes))) throw DataError(str("cannot read ", path));
+  if (b.size() != h.data_bytes)
+    bad(path, str("shape ", shape_tuple(h.shape), " of ", h.descr, " needs ", h.data_bytes,
+                  " data bytes, the file has ", b.size()));
+  a.data.assign(b.begin(), b.end());
   return a;
 }
 

@@ -1,5 +1,6 @@
-// npy.h — NumPy .npy files (format version 1.0, NEP 1), for exporting
-// features and labels that Python tools read with numpy.load().
+// npy.h — NumPy .npy files (format version 1.0, NEP 1): exporting features
+// and labels that Python tools read with numpy.load(), and reading arrays
+// (the npy data format, data/npy_data.cpp).
 //
 // File layout: the magic "\x93NUMPY", version bytes 1 0, a little-endian
 // uint16 header length, then the header: an ASCII Python dict literal such as
@@ -80,5 +81,24 @@ struct NpyArray {
 // missing or unreadable file, a bad magic or header, or data whose size does
 // not match descr and shape.
 NpyArray read_npy(const std::string& path);
+
+// The header alone, with the same checks as read_npy (the file's size among
+// them), for readers that stream a large array into a buffer of their own.
+struct NpyHeader {
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<int64_t> shape;
+  int64_t item_size = 0;     // bytes per element, from descr
+  uint64_t data_offset = 0;  // where the data starts in the file
+  uint64_t data_bytes = 0;   // numel() * item_size, what the file holds after the header
+  int64_t numel() const;
+};
+NpyHeader read_npy_header(const std::string& path);
+
+// Reads data bytes [offset, offset + bytes) of the file whose header is `h`
+// into dst. DataError if the file cannot be read or is no longer the size
+// its header gave.
+void read_npy_data(const std::string& path, const NpyHeader& h, uint64_t offset, void* dst,
+                   size_t bytes);
 
 }  // namespace hpmc

@@ -28,6 +28,10 @@ const LossSchema& SoftmaxCrossEntropySpec::static_schema() {
       "softmax over the logits, then the mean negative log-likelihood of the labels "
       "(nn.CrossEntropyLoss)",
       true, [](const Shape&, const Shape& out, int classes) -> std::string {
+        if (classes == 0)
+          return "loss softmax_cross_entropy needs labels, but the data has none (a flat image "
+                 "folder, or npy without labels.npy); give it labels (one sub-directory per "
+                 "class, labels.npy), or train an autoencoder (model.loss: mse)";
         if (out.h == 1 && out.w == 1 && out.c == classes) return "";
         return str("loss softmax_cross_entropy needs ", classes, " logits per sample (the "
                    "dataset has ", classes, " classes), but the model gives ", out.sample_str(),

@@ -45,13 +45,20 @@ void BatchFeeder::load(int begin, int n) {
   }
   x_.set_batch(n);
   labels_.set_batch(n);
-  gpu::gather_batch(images_dev_.data<uint8_t>(), labels_dev_.data<int32_t>(),
-                    data_.images.shape().per_sample(), order_dev_.data<int32_t>() + begin, n,
-                    x_.data<float>(), labels_.data<int32_t>());
+  if (images_dev_.dtype() == DType::kU8)
+    gpu::gather_batch(images_dev_.data<uint8_t>(), labels_dev_.data<int32_t>(),
+                      data_.images.shape().per_sample(), order_dev_.data<int32_t>() + begin, n,
+                      x_.data<float>(), labels_.data<int32_t>());
+  else
+    gpu::gather_batch(images_dev_.data<float>(), labels_dev_.data<int32_t>(),
+                      data_.images.shape().per_sample(), order_dev_.data<int32_t>() + begin, n,
+                      x_.data<float>(), labels_.data<int32_t>());
 }
 
 const uint8_t* BatchFeeder::device_images() const {
   HPMC_CHECK(device_ == Device::kGPU && data_.size() > 0, "no dataset on the GPU");
+  HPMC_CHECK(images_dev_.dtype() == DType::kU8, "the dataset on the GPU is ",
+             dtype_name(images_dev_.dtype()), ", not uint8");
   return images_dev_.data<uint8_t>();
 }
 

@@ -1,7 +1,8 @@
 // batches.h — feeds mini-batches to a model on its own device.
 //
 // On the CPU it gathers samples from the host dataset. On the GPU the
-// dataset is uploaded once, as uint8 (a quarter of float32's size), the
+// dataset is uploaded once, as it is held (uint8, a quarter of float32's
+// size, or the float32 of an npy dataset), the
 // epoch's order is uploaded once per epoch, and each batch is gathered on the
 // device: a training step then makes no host<->device copy at all.
 #pragma once
@@ -29,7 +30,7 @@ class BatchFeeder {
   int max_batch() const { return max_batch_; }
   const Dataset& data() const { return data_; }
 
-  // On the GPU: the dataset as uploaded (uint8 images, int32 labels) and the
+  // On the GPU: the dataset as uploaded (uint8 images only, int32 labels) and the
   // device copy of the order, for kernels that gather a batch themselves.
   const uint8_t* device_images() const;
   const int32_t* device_labels() const;

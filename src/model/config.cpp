@@ -413,6 +413,65 @@ std::string run_name_problem(const std::string& name) {
   return "";
 }
 
+// The images and npy formats' keys; each is an error with a format that
+// does not use it (rather than an unknown key), and data.split_seed without
+// data.test_fraction is one too (it would change nothing).
+void read_data_options(MapReader& d, const std::string& format, DataOptions& o) {
+  const bool images = format == "images", npy = format == "npy";
+  for (const auto& [key, owner] : {std::pair<std::string, std::string>{"size", "images"},
+                                   {"channels", "images"},
+                                   {"layout", "npy"}})
+    if (d.has(key) && format != owner)
+      d.fail(key, str("applies to format ", owner, " only; the ", format, " format's ",
+                      key == "layout" ? "layout is fixed" : "images come as they are stored",
+                      "; remove the key"));
+  for (const char* key : {"test_fraction", "split_seed"})
+    if (d.has(key) && !images && !npy)
+      d.fail(key, str("applies to formats images and npy only; the ", format,
+                      " format's test split is in its files; remove the key"));
+  if (images) {
+    // Read even when absent, so that a misspelt key gets a did-you-mean.
+    if (YAML::Node v = d.get_node("size")) {
+      auto side = [&](size_t i) -> int {
+        const YAML::Node& e = v[i];
+        long long x = 0;
+        try {
+          x = e.IsScalar() ? e.as<long long>() : 0;
+        } catch (const YAML::Exception&) {
+          x = 0;
+        }
+        if (x < 1 || x > 65536)
+          d.fail("size", str("each side must be an integer from 1 to 65536, got '",
+                             e.IsScalar() ? e.Scalar() : std::string("a list or mapping"), "'"));
+        return int(x);
+      };
+      if (!v.IsSequence() || v.size() != 2)
+        d.fail("size", "must be [height, width], e.g. [64, 64]");
+      o.height = side(0);
+      o.width = side(1);
+      YAML::Node r(YAML::NodeType::Sequence);
+      r.SetStyle(YAML::EmitterStyle::Flow);
+      r.push_back(o.height);
+      r.push_back(o.width);
+      d.set_resolved("size", r);
+    }
+    if (d.get_node("channels")) {
+      o.channels = d.get_int("channels", 0, 1, 3);
+      if (o.channels == 2) d.fail("channels", "must be 1 (grey) or 3 (RGB), got 2");
+    }
+  }
+  if (npy) o.layout = d.get_choice("layout", "auto", {"auto", "nhw", "nhwc", "nchw"});
+  if (images || npy) {
+    o.test_fraction = d.get_float("test_fraction", 0.0, 0.0, 1.0);
+    if (o.test_fraction >= 1.0)
+      d.fail("test_fraction", "must be below 1 (1 leaves no training samples), got 1");
+    if (d.has("split_seed") && o.test_fraction == 0)
+      d.fail("split_seed", "seeds data.test_fraction's split, which is not set; remove the key "
+                           "or set data.test_fraction");
+    o.split_seed = d.get_u64("split_seed", o.split_seed);
+  }
+}
+
 Config read_document(YAML::Node root, ConfigSource src, const std::string& default_name) {
   Config cfg;
   cfg.resolved = YAML::Node(YAML::NodeType::Map);
@@ -427,11 +486,12 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
 
   {
     MapReader d(top.get_node("data"), "data", src);
-    cfg.data.format = d.get_choice("format", "", {"mnist", "cifar10"});
+    cfg.data.format = d.get_choice("format", "", {"mnist", "cifar10", "images", "npy"});
     cfg.data.path = d.get_string("path", "data/" + cfg.data.format);
     cfg.data.train_limit = d.get_int("train_limit", 0, 0, std::numeric_limits<int>::max());
     cfg.data.test_limit = d.get_int("test_limit", 0, 0, std::numeric_limits<int>::max());
     cfg.data.synthetic = d.get_bool("synthetic", false);
+    read_data_options(d, cfg.data.format, cfg.data.options);
     {
       MapReader a(d.get_node("augment"), "data.augment", src);
       auto& aug = cfg.training.augment;

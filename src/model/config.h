@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "data/augment.h"
+#include "data/dataset.h"
 #include "optim/optim_config.h"
 
 namespace hpmc {
@@ -82,11 +83,14 @@ struct LayerNode {
 };
 
 struct DataConfig {
-  std::string format;  // "mnist" | "cifar10"
+  std::string format;  // "mnist" | "cifar10" | "images" | "npy"
   std::string path;
   int train_limit = 0;  // 0: every sample
   int test_limit = 0;
-  bool synthetic = false;  // random data of the format's shape (benchmarks)
+  bool synthetic = false;  // random data of the data's shape (benchmarks)
+  // images and npy: data.size, data.channels, data.layout, data.test_fraction,
+  // data.split_seed (data/dataset.h)
+  DataOptions options;
 };
 
 struct TrainingConfig {

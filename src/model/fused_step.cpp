@@ -69,6 +69,9 @@ std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
                " (the fused step trains on the batch as gathered)");
   if (model.impl() != Impl::kIm2col) return str("the fused step is part of --impl im2col, not ",
                                                 impl_name(model.impl()));
+  if (train.images.dtype() != DType::kU8)
+    return str("the training images are ", dtype_name(train.images.dtype()),
+               " (the fused step gathers uint8 pixels)");
   for (const auto& l : model.layers()) {
     const bool ok = l->device() == Device::kGPU &&
                     (l->kind() != LayerKind::kLinear ||

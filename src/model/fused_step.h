@@ -6,9 +6,9 @@
 // model runs on the GPU with --impl im2col, and the model is an MLP of the
 // mnist_mlp kind: optional leading flatten layers, then 2 to 8 linear layers
 // with a bias, a relu between each two and none after the last, softmax
-// cross-entropy on at most 32 classes, every training label in range, and
-// neither training.input_noise nor data.augment (the kernel gathers its own
-// batch). Anything else trains layer by layer, as does every model with
+// cross-entropy on at most 32 classes, every training label in range, uint8
+// training images, and neither training.input_noise nor data.augment (the
+// kernel gathers its own batch). Anything else trains layer by layer, as does every model with
 // training.fuse: false; fused_step_refusal says why. The kernel's update is
 // SGD (momentum, weight decay, the schedule's learning rate passed per step);
 // Adam, AdamW, Nesterov momentum and gradient clipping train layer by layer

@@ -7,7 +7,7 @@
 // checkpoints make of them, the activations and their
 // gradients for the largest batch (Model::activation_bytes), the batch being
 // fed, the layers' scratch (Model::workspace_bytes) and the dataset (as
-// loaded: uint8 pixels and int32 labels, on the GPU a second copy). GPU
+// loaded: uint8 or float32 pixels and int32 labels, on the GPU a second copy). GPU
 // kernels' own scratch buffers grow with the shapes they meet and are not
 // counted one by one; the device plan reserves 10% of its total for them.
 //
@@ -43,7 +43,7 @@ struct MemoryPlan {
 // Samples the run holds in memory, per split, and the bytes of one sample.
 struct DataFootprint {
   size_t train = 0, test = 0;
-  size_t sample_bytes = 0;  // uint8 pixels of one image
+  size_t sample_bytes = 0;  // the pixels of one image as held (uint8, or float32 for npy)
 };
 
 // optimizer_buffers: the optimizer's state buffers of the parameter buffer's

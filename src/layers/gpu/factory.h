@@ -27,6 +27,9 @@ void sgd_step(float* params, const float* grads, float* momentum, size_t n, floa
 // device into float32 x (scaled by 1/255) and, if non-null, int32 labels.
 void gather_batch(const uint8_t* images, const int32_t* labels, size_t sample_elems,
                   const int32_t* idx, int n, float* x, int32_t* y);
+// The same from a float32 dataset (npy): the values are copied as they are.
+void gather_batch(const float* images, const int32_t* labels, size_t sample_elems,
+                  const int32_t* idx, int n, float* x, int32_t* y);
 
 // The training-time input transforms of data/augment_ops.h on device arrays
 // (the checked front doors are in data/augment.h). augment_batch: y = the

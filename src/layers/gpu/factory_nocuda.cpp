@@ -25,6 +25,9 @@ void sgd_step(float*, const float*, float*, size_t, float, float, float) { no_gp
 void gather_batch(const uint8_t*, const int32_t*, size_t, const int32_t*, int, float*, int32_t*) {
   no_gpu("batch gathering on the GPU");
 }
+void gather_batch(const float*, const int32_t*, size_t, const int32_t*, int, float*, int32_t*) {
+  no_gpu("batch gathering on the GPU");
+}
 void augment_batch(const float*, float*, int, int, int, int, bool, int, uint64_t, uint64_t) {
   no_gpu("data.augment on the GPU");
 }

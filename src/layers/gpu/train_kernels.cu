@@ -64,13 +64,17 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u
 
 // Element t = i·per + e of the batch: x[t] = images[idx[i]·per + e] / 255,
 // rounded as the CPU's table (float(v) / 255.0f, an IEEE division), so the two
-// are bit-equal. Labels (when y is non-null): y[i] = labels[idx[i]]. The
-// caller guarantees every idx[i] < the dataset's size (it is an epoch order);
-// a negative index writes NaN pixels and label −1, never reading outside.
-__global__ void gather_kernel(const uint8_t* __restrict__ images,
-                              const int32_t* __restrict__ labels, size_t per,
-                              const int32_t* __restrict__ idx, int n, float* __restrict__ x,
-                              int32_t* __restrict__ y) {
+// are bit-equal; float32 images (npy) are copied as they are. Labels (when y
+// is non-null): y[i] = labels[idx[i]]. The caller guarantees every idx[i] <
+// the dataset's size (it is an epoch order); a negative index writes NaN
+// pixels and label −1, never reading outside.
+__device__ __forceinline__ float pixel_value(uint8_t v) { return __fdiv_rn(float(v), 255.0f); }
+__device__ __forceinline__ float pixel_value(float v) { return v; }
+
+template <typename T>
+__global__ void gather_kernel(const T* __restrict__ images, const int32_t* __restrict__ labels,
+                              size_t per, const int32_t* __restrict__ idx, int n,
+                              float* __restrict__ x, int32_t* __restrict__ y) {
   const size_t first = size_t(blockIdx.x) * size_t(blockDim.x) + size_t(threadIdx.x);
   const size_t stride = size_t(gridDim.x) * size_t(blockDim.x);
   const size_t total = size_t(n) * per;
@@ -78,14 +82,28 @@ __global__ void gather_kernel(const uint8_t* __restrict__ images,
     const size_t i = t / per;
     const size_t e = t - i * per;
     const int32_t j = idx[i];
-    x[t] = j < 0 ? __int_as_float(0x7fc00000)
-                 : __fdiv_rn(float(images[size_t(j) * per + e]), 255.0f);
+    x[t] = j < 0 ? __int_as_float(0x7fc00000) : pixel_value(images[size_t(j) * per + e]);
   }
   if (y)
     for (size_t i = first; i < size_t(n); i += stride) {
       const int32_t j = idx[i];
       y[i] = j < 0 ? -1 : labels[j];
     }
+}
+
+template <typename T>
+void gather(const T* images, const int32_t* labels, size_t sample_elems, const int32_t* idx,
+            int n, float* x, int32_t* y) {
+  HPMC_CHECK(n >= 0, "gather_batch: negative batch size ", n);
+  if (n == 0) return;
+  HPMC_CHECK(idx && x, "gather_batch: null device pointer (idx ", idx, ", x ", x, ")");
+  HPMC_CHECK(!y || labels, "gather_batch: labels wanted but the dataset has none on the device");
+  if (sample_elems == 0 && !y) return;
+  HPMC_CHECK(sample_elems == 0 || images, "gather_batch: null device images");
+  const size_t total = size_t(n) * sample_elems;
+  gather_kernel<T><<<grid_for(total > size_t(n) ? total : size_t(n)), kBlock>>>(
+      images, labels, sample_elems, idx, n, x, y);
+  HPMC_CUDA_LAUNCH_CHECK("gather_batch kernel");
 }
 
 }  // namespace
@@ -113,16 +131,12 @@ void sgd_step(float* params, const float* grads, float* momentum, size_t n, floa
 
 void gather_batch(const uint8_t* images, const int32_t* labels, size_t sample_elems,
                   const int32_t* idx, int n, float* x, int32_t* y) {
-  HPMC_CHECK(n >= 0, "gather_batch: negative batch size ", n);
-  if (n == 0) return;
-  HPMC_CHECK(idx && x, "gather_batch: null device pointer (idx ", idx, ", x ", x, ")");
-  HPMC_CHECK(!y || labels, "gather_batch: labels wanted but the dataset has none on the device");
-  if (sample_elems == 0 && !y) return;
-  HPMC_CHECK(sample_elems == 0 || images, "gather_batch: null device images");
-  const size_t total = size_t(n) * sample_elems;
-  gather_kernel<<<grid_for(total > size_t(n) ? total : size_t(n)), kBlock>>>(
-      images, labels, sample_elems, idx, n, x, y);
-  HPMC_CUDA_LAUNCH_CHECK("gather_batch kernel");
+  gather(images, labels, sample_elems, idx, n, x, y);
+}
+
+void gather_batch(const float* images, const int32_t* labels, size_t sample_elems,
+                  const int32_t* idx, int n, float* x, int32_t* y) {
+  gather(images, labels, sample_elems, idx, n, x, y);
 }
 
 }  // namespace hpmc::gpu
