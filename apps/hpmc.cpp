@@ -133,6 +133,11 @@ int run_main(int argc, char** argv) {
                     "progress display: auto (a bar on a terminal, else none), bar, lines or quiet")
       ->check(CLI::IsMember({"auto", "bar", "lines", "quiet"}))
       ->capture_default_str();
+  feats->add_option("--images", fo.images,
+                    "image files or directories (PNG, JPEG, BMP) whose features to export instead "
+                    "of a split's (rows keyed by file name)")
+      ->type_name("PATH...")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   feats->add_option("--out", fo.out_dir, "output directory (default: output.dir)");
   feats->add_flag("--overwrite", fo.overwrite, "replace feature files that already exist");
 
@@ -179,6 +184,7 @@ int run_main(int argc, char** argv) {
     cmd_recon(reo, std::cout);
   } else if (feats->parsed()) {
     fc.apply(feats, fo);
+    fo.split_given = feats->count("--split") > 0;
     cmd_features(fo, std::cout);
   } else if (bench->parsed()) {
     bc.apply(bench, bo);

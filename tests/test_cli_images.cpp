@@ -1,9 +1,10 @@
 // End to end through the hpmc binary: a small autoencoder trained on a
 // generated folder of 20x24 grey PNGs in class sub-folders (the model's input
-// shape comes from the images), evaluated, and `hpmc recon --images` on some
-// of the files; a config built for another size with data.size; the
-// one-line errors of a classifier on unlabelled images, a layer that cannot
-// take the images' shape, and image files the model cannot take.
+// shape comes from the images), evaluated, `hpmc recon --images` on some of
+// the files and `hpmc features --images` on a folder; a config built for
+// another size with data.size; the one-line errors of a classifier on
+// unlabelled images, a layer that cannot take the images' shape, and image
+// files the model cannot take.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -141,6 +142,75 @@ TEST(CliImages, TrainOnAnImageFolderThenReconstructFiles) {
   EXPECT_EQ(none.code, 4) << none.err;
   EXPECT_NE(none.err.find("absent: no such image file or directory"), std::string::npos)
       << none.err;
+}
+
+// features --images: the rows are keyed by the files' names, in the order
+// the files were listed; a directory of the test split gives the very
+// features of the test split's export (the same files, in the same order).
+TEST(CliImages, FeaturesOfImageFilesAreKeyedByName) {
+  testing::TempDir t;
+  const fs::path root = t.path() / "shapes";
+  write_folder(root, 4, 2);
+  const fs::path cfg =
+      write_config(t.path() / "ae.yaml", ae_config("img_ae", "{format: images, path: " +
+                                                                 root.string() + "}",
+                                                   t.path()));
+  CliResult r = run_hpmc("run " + cfg.string() + " --epochs 1 --progress quiet");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string weights = (t.path() / "w" / "img_ae.safetensors").string();
+  const fs::path out = t.path() / "f";
+
+  CliResult split = run_hpmc("features " + cfg.string() + " --weights " + weights +
+                             " --split test --format npy --out " + out.string());
+  ASSERT_EQ(split.code, 0) << split.out << split.err;
+  CliResult f = run_hpmc("features " + cfg.string() + " --weights " + weights + " --images " +
+                         (root / "test").string() + " --format all --out " + out.string());
+  ASSERT_EQ(f.code, 0) << f.out << f.err;
+  EXPECT_NE(f.out.find("images: 6 files"), std::string::npos) << f.out;
+  EXPECT_EQ(testing::slurp((out / "features_images.npy").string()),
+            testing::slurp((out / "features_test.npy").string()));
+  EXPECT_FALSE(fs::exists(out / "labels_images.npy"));  // image files have no labels
+
+  // names_images.txt lists the files in row order; the CSV's first column
+  // holds the same names under the header "file".
+  std::vector<std::string> names;
+  {
+    std::ifstream in(out / "names_images.txt");
+    for (std::string line; std::getline(in, line);) names.push_back(line);
+  }
+  const char* classes[] = {"circle", "square", "tri"};
+  ASSERT_EQ(names.size(), 6u);
+  for (int k = 0; k < 3; ++k)
+    for (int i = 0; i < 2; ++i)
+      EXPECT_EQ(names[size_t(2 * k + i)],
+                (root / "test" / classes[k] / (std::to_string(i) + ".png")).string());
+  std::ifstream csv(out / "features_images.csv");
+  std::string line;
+  ASSERT_TRUE(std::getline(csv, line));
+  EXPECT_EQ(line.rfind("file,f0,f1,", 0), 0u) << line;
+  for (const std::string& name : names) {
+    ASSERT_TRUE(std::getline(csv, line));
+    EXPECT_EQ(line.rfind(name + ",", 0), 0u) << line.substr(0, 80);
+  }
+  EXPECT_FALSE(std::getline(csv, line));
+  const std::string svm = testing::slurp((out / "features_images.libsvm").string());
+  EXPECT_EQ(lines(svm), 6);
+  EXPECT_EQ(svm.rfind("-1 ", 0), 0u) << svm.substr(0, 40);  // no label
+
+  // An earlier export is not replaced without --overwrite, and --split
+  // does not go with --images.
+  CliResult again = run_hpmc("features " + cfg.string() + " --weights " + weights +
+                             " --images " + (root / "test").string() + " --format csv --out " +
+                             out.string());
+  EXPECT_EQ(again.code, 2) << again.err;
+  EXPECT_EQ(lines(again.err), 1) << again.err;
+  EXPECT_NE(again.err.find("features_images.csv"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("names_images.txt"), std::string::npos) << again.err;
+  CliResult both = run_hpmc("features " + cfg.string() + " --weights " + weights +
+                            " --split test --images " + (root / "test").string() + " --out " +
+                            (t.path() / "g").string());
+  EXPECT_EQ(both.code, 2) << both.err;
+  EXPECT_NE(both.err.find("leave out --split"), std::string::npos) << both.err;
 }
 
 TEST(CliImages, DataSizeResizesAndShapesComeFromTheData) {

@@ -60,6 +60,11 @@ struct FeaturesOptions : CommonOptions {
   // HPMC_FEATURES_CHUNK_ROWS when set (for tests: the files are the same
   // bytes for any chunk).
   int chunk_rows = 0;
+  bool split_given = false;  // --split was on the command line
+  // Image files or directories whose features to export instead of a split's:
+  // the files are features_images.* with names_images.txt, rows keyed by
+  // file name.
+  std::vector<std::string> images;
 };
 
 // `hpmc bench`: time whole training steps (see src/cli/bench.cpp).

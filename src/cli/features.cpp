@@ -1,6 +1,7 @@
 // features.cpp — `hpmc features`: the encoder's output (the layer that
 // model.features names) for every sample of a split, as CSV, LIBSVM text
-// and/or .npy files.
+// and/or .npy files; with --images, for image files instead of a split (rows
+// keyed by file name, names_images.txt beside them).
 //
 // Per split, a batch at a time: a forward pass up to the features layer, a
 // named copy of the features to the host (from the GPU), a check that they
@@ -22,6 +23,7 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "core/threads.h"
+#include "data/image_folder.h"
 #include "io/feature_text.h"
 #include "io/npy.h"
 #include "model/batches.h"
@@ -70,7 +72,7 @@ std::vector<std::string> export_files(const Formats& f, const std::string& split
   std::vector<std::string> files;
   if (f.csv) files.push_back(str("features_", split, ".csv"));
   if (f.npy) files.push_back(str("features_", split, ".npy"));
-  if (f.npy) files.push_back(str("labels_", split, ".npy"));
+  if (f.npy && !named) files.push_back(str("labels_", split, ".npy"));
   if (f.libsvm) files.push_back(str("features_", split, ".libsvm"));
   if (named) files.push_back(str("names_", split, ".txt"));
   return files;
@@ -109,8 +111,9 @@ size_t first_non_finite(const float* v, size_t n) {
 }
 
 // One split's features into `dir`. `names`, when set, keys the CSV rows by
-// file name (one per sample) and is written to names_<split>.txt; the LIBSVM
-// rows and labels_<split>.npy keep the dataset's labels.
+// file name (one per sample) and is written to names_<split>.txt, which
+// takes the place of labels_<split>.npy (image files have no labels); the
+// LIBSVM rows keep the dataset's labels (-1: none).
 void export_split(Model& model, const Dataset& d, const std::string& split, const Formats& fmt,
                   const FeaturesOptions& o, const std::string& dir, int batch,
                   const std::vector<std::string>* names, std::ostream& out) {
@@ -225,7 +228,7 @@ void export_split(Model& model, const Dataset& d, const std::string& split, cons
   if (npy_file) {
     const auto t0 = Clock::now();
     npy_file->commit();
-    write_npy(path_of("labels_", "npy"), labels.data(), {n});
+    if (!named) write_npy(path_of("labels_", "npy"), labels.data(), {n});
     npy_s += seconds_since(t0);
   }
   if (named) write_name_list(path_of("names_", "txt"), *names);
@@ -247,11 +250,10 @@ void export_split(Model& model, const Dataset& d, const std::string& split, cons
 
 // Features of an earlier export are not replaced without --overwrite: names
 // every file of this export that is already there.
-void refuse_to_replace_features(const FeaturesOptions& o, const Formats& fmt,
+void refuse_to_replace_features(const std::vector<std::string>& splits, const Formats& fmt,
                                 const std::string& dir, bool named) {
   std::vector<std::string> there;
-  for (const char* split : {"train", "test"}) {
-    if (o.split != "all" && o.split != split) continue;
+  for (const std::string& split : splits) {
     for (const auto& f : export_files(fmt, split, named)) {
       std::error_code ec;
       if (std::filesystem::symlink_status(join_path(dir, f), ec).type() !=
@@ -269,11 +271,38 @@ void refuse_to_replace_features(const FeaturesOptions& o, const Formats& fmt,
 
 }  // namespace
 
+namespace {
+
+// features --images: the features of the given image files, converted to the
+// model's input as the config says (session.h image_target); no split is
+// read. The files are features_images.* and names_images.txt.
+void features_of_images(const FeaturesOptions& o, const Formats& fmt, std::ostream& out) {
+  if (o.split_given)
+    throw UsageError("--split picks a split of the config's data; with --images the export is of "
+                     "the files given: leave out --split");
+  const std::vector<std::string> files = list_image_files(o.images);
+  Session s = open_session(with_chosen_impl(o, out), out, 0, "", Splits::kNone);
+  if (s.model->features_layer() < 0)
+    throw ConfigError(str(o.config, ": model.features is not set, so hpmc does not know where the "
+                          "encoder ends; name a layer there (e.g. features: pool2)"));
+  const std::string dir = o.out_dir.empty() ? s.cfg.output.dir : o.out_dir;
+  if (!o.overwrite) refuse_to_replace_features({"images"}, fmt, dir, true);
+  load_checkpoint(o.weights, *s.model);
+  check_finite_weights(*s.model, o.weights);
+  out << "weights: " << o.weights << "\n";
+  const Dataset images = load_session_images(s, files, out);
+  make_dirs(dir);
+  export_split(*s.model, images, "images", fmt, o, dir, s.cfg.training.batch_size, &files, out);
+}
+
+}  // namespace
+
 void cmd_features(const FeaturesOptions& o, std::ostream& out) {
   if (o.weights.empty())
     throw UsageError("--weights FILE is required (a checkpoint written by hpmc run)");
   const Formats fmt = parse_formats(o.format);
   parse_progress_mode(o.progress);  // a bad value stops the command before any work
+  if (!o.images.empty()) return features_of_images(o, fmt, out);
   const Splits which = o.split == "train"  ? Splits::kTrain
                        : o.split == "test" ? Splits::kTest
                        : o.split == "all"  ? Splits::kBoth
@@ -285,7 +314,12 @@ void cmd_features(const FeaturesOptions& o, std::ostream& out) {
                           "encoder ends; name a layer there (e.g. features: pool2)"));
   std::string dir = o.out_dir.empty() ? s.cfg.output.dir : o.out_dir;
   // Before any weights or data are read.
-  if (!o.overwrite) refuse_to_replace_features(o, fmt, dir, false);
+  if (!o.overwrite) {
+    std::vector<std::string> splits;
+    if (which != Splits::kTest) splits.push_back("train");
+    if (which != Splits::kTrain) splits.push_back("test");
+    refuse_to_replace_features(splits, fmt, dir, false);
+  }
   load_checkpoint(o.weights, *s.model);
   check_finite_weights(*s.model, o.weights);
   out << "weights: " << o.weights << "\n";

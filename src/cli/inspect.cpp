@@ -63,7 +63,7 @@ void recon_images(const ReconOptions& o, std::ostream& out) {
     throw UsageError(str("--images names ", files.size(), " images; a grid holds at most ",
                          kMaxReconCount, ": name fewer"));
   const int n = int(files.size());
-  Session s = open_session(o, out, n, "--images", Splits::kNone);
+  Session s = open_session(with_chosen_impl(o, out), out, n, "--images", Splits::kNone);
   if (s.model->loss().target_dtype() != DType::kF32)
     throw UsageError("reconstructions need an autoencoder (model.loss: mse); this model is a "
                      "classifier");
