@@ -1,7 +1,5 @@
 #include "cli/session.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -9,6 +7,7 @@
 #include <ostream>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/threads.h"
 #include "model/memory.h"
 #include "optim/optimizer.h"
@@ -43,29 +42,20 @@ DataProbe probe_session_data(const Config& cfg, DataFormat f, Splits which) {
 // A load of this many images or more shows its progress.
 constexpr size_t kProgressMinImages = 1000;
 
-// Progress of an image load on `out` in the trainer's styles: a bar redrawn
-// every 1% (`mode` bar, or auto on a terminal), else a line about every 10%;
-// nothing for a small load or with `mode` quiet.
+// Progress of an image load on `out` (core/progress.h): a bar with an ETA
+// (`mode` bar, or auto on a terminal), else a line about every 10%; nothing
+// for a small load or with `mode` quiet. The loaders call it from one thread.
 LoadProgress loading_progress(std::ostream& out, const std::string& mode) {
-  if (mode == "quiet") return {};
-  const bool bar = mode == "bar" || (mode == "auto" && isatty(STDOUT_FILENO));
-  auto shown = std::make_shared<int>(-1);
-  return [&out, bar, shown](size_t done, size_t total) {
+  const ProgressMode m = resolve_progress_mode(parse_progress_mode(mode), ProgressMode::kLines);
+  if (m == ProgressMode::kQuiet) return {};
+  // Shared by the copies of the std::function: one meter for the whole load.
+  auto meter = std::make_shared<std::unique_ptr<ProgressMeter>>();
+  return [&out, m, meter](size_t done, size_t total) {
     if (total < kProgressMinImages) return;
-    const int pct = int(done * 100 / total);
-    if (bar) {
-      if (pct == *shown) return;
-      *shown = pct;
-      const int width = 30, fill = pct * width / 100;
-      std::string line = str("\r  loading images [", std::string(size_t(fill), '='),
-                             std::string(size_t(width - fill), ' '), "] ", pct, "% ", done, "/",
-                             total, "   ");
-      out << line << std::flush;
-      if (done == total) out << "\r" << std::string(line.size(), ' ') << "\r" << std::flush;
-    } else if (pct / 10 > *shown / 10 && done < total) {
-      *shown = pct;
-      out << "  loading images: " << done << "/" << total << " (" << pct << "%)\n" << std::flush;
-    }
+    if (!*meter)
+      *meter = std::make_unique<ProgressMeter>(out, "loading images:", int64_t(total), m);
+    (*meter)->update(int64_t(done));
+    if (done == total) (*meter)->finish();
   };
 }
 
