@@ -99,26 +99,7 @@ void expect_matches(const Dataset& d, const Samples& s) {
   for (int i = 0; i < d.size(); ++i) EXPECT_EQ(d.labels.data<int32_t>()[i], s.labels[size_t(i)]);
 }
 
-// Runs fn and expects a one-line DataError containing every needle; returns
-// the message.
-template <typename F>
-std::string expect_data_error(F&& fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-  } catch (const DataError& e) {
-    std::string msg = e.what();
-    EXPECT_EQ(e.code(), ExitCode::kData);
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const auto& n : needles)
-      EXPECT_NE(msg.find(n), std::string::npos) << "message lacks \"" << n << "\": " << msg;
-    return msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected a DataError, got: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected a DataError, nothing was thrown";
-  return "";
-}
+using testing::expect_data_error;
 
 // One CIFAR-10 record: label, then R, G, B planes of 32x32. Each plane gets
 // its own value range so a channel mix-up is visible.

@@ -79,23 +79,7 @@ void spit(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary) << bytes;
 }
 
-template <typename F>
-std::string data_error(F&& fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-  } catch (const DataError& e) {
-    std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const auto& n : needles)
-      EXPECT_NE(msg.find(n), std::string::npos) << "message lacks \"" << n << "\": " << msg;
-    return msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected a DataError, got: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected a DataError, nothing was thrown";
-  return "";
-}
+using testing::expect_data_error;
 
 DataOptions opts(int h = 0, int w = 0, int c = 0, double fraction = 0, uint64_t seed = 1) {
   DataOptions o;
@@ -196,32 +180,32 @@ TEST(ImageDecode, BadFilesAreOneLineErrorsNamingTheFile) {
   const std::string good_png = png(8, 8, 3, pattern(8, 8, 3, 1));
   const std::string good_jpg = jpeg(32, 32, 3, smooth(32, 32, 3, 1));
   const std::string good_bmp = bmp(8, 8, 3, pattern(8, 8, 3, 1));
-  data_error([] { decode_image("", "e.png"); }, {"e.png", "empty"});
-  data_error([] { decode_image("hello, world\n", "t.png"); },
+  expect_data_error([] { decode_image("", "e.png"); }, {"e.png", "empty"});
+  expect_data_error([] { decode_image("hello, world\n", "t.png"); },
              {"t.png", "not a PNG, JPEG or BMP image", "text starting 'hello"});
-  data_error([] { decode_image("GIF89a\x01\x00\x01\x00", "g.png"); }, {"g.png", "a GIF image"});
+  expect_data_error([] { decode_image("GIF89a\x01\x00\x01\x00", "g.png"); }, {"g.png", "a GIF image"});
   // Cut in the middle of the image data, and just before IEND.
-  data_error([&] { decode_image(good_png.substr(0, good_png.size() / 2), "cut.png"); },
+  expect_data_error([&] { decode_image(good_png.substr(0, good_png.size() / 2), "cut.png"); },
              {"cut.png", "truncated PNG"});
-  data_error([&] { decode_image(good_png.substr(0, good_png.size() - 12), "noend.png"); },
+  expect_data_error([&] { decode_image(good_png.substr(0, good_png.size() - 12), "noend.png"); },
              {"noend.png", "truncated PNG", "IEND"});
   // A flipped bit inside the compressed data: the CRC catches it.
   std::string flipped = good_png;
   const size_t idat = flipped.find("IDAT");
   ASSERT_NE(idat, std::string::npos);
   flipped[idat + 10] = char(flipped[idat + 10] ^ 0x10);
-  data_error([&] { decode_image(flipped, "crc.png"); }, {"crc.png", "corrupt PNG", "CRC", "IDAT"});
-  data_error([&] { decode_image(good_jpg.substr(0, good_jpg.size() * 2 / 3), "cut.jpg"); },
+  expect_data_error([&] { decode_image(flipped, "crc.png"); }, {"crc.png", "corrupt PNG", "CRC", "IDAT"});
+  expect_data_error([&] { decode_image(good_jpg.substr(0, good_jpg.size() * 2 / 3), "cut.jpg"); },
              {"cut.jpg", "truncated JPEG"});
-  data_error([&] { decode_image(good_jpg.substr(0, 100), "head.jpg"); }, {"head.jpg", "JPEG"});
-  data_error([&] { decode_image(good_bmp.substr(0, good_bmp.size() - 10), "cut.bmp"); },
+  expect_data_error([&] { decode_image(good_jpg.substr(0, 100), "head.jpg"); }, {"head.jpg", "JPEG"});
+  expect_data_error([&] { decode_image(good_bmp.substr(0, good_bmp.size() - 10), "cut.bmp"); },
              {"cut.bmp", "truncated BMP"});
   // More pixels than allowed: refused from the header, before decoding.
-  data_error([&] { decode_image(good_png, "big.png", 63); }, {"big.png", "8x8", "63"});
+  expect_data_error([&] { decode_image(good_png, "big.png", 63); }, {"big.png", "8x8", "63"});
   // The files themselves: missing, a directory.
   testing::TempDir dir;
-  data_error([&] { read_image_bytes(dir.file("absent.png")); }, {"absent.png", "no such"});
-  data_error([&] { read_image_bytes(dir.path().string()); }, {"is a directory"});
+  expect_data_error([&] { read_image_bytes(dir.file("absent.png")); }, {"absent.png", "no such"});
+  expect_data_error([&] { read_image_bytes(dir.path().string()); }, {"is a directory"});
 }
 
 // ---- the images format --------------------------------------------------------------------
@@ -259,7 +243,7 @@ TEST(ImageFolder, FlatFolderIsUnlabelledInSortedOrder) {
   EXPECT_EQ(p.train, 3u);
   EXPECT_EQ(p.test, 0u);
   // A command that reads only the test split has none to read.
-  data_error([&] { load_dataset(DataFormat::kImages, root.string(), opts(), Splits::kTest); },
+  expect_data_error([&] { load_dataset(DataFormat::kImages, root.string(), opts(), Splits::kTest); },
              {root.string(), "no test split", "data.test_fraction"});
 }
 
@@ -306,13 +290,13 @@ TEST(ImageFolder, TrainAndTestDirectoriesRgbJpegAndBmp) {
   DataSplits only = load_dataset(DataFormat::kImages, root.string(), opts(), Splits::kTest);
   EXPECT_EQ(only.test.size(), 4);
   EXPECT_EQ(only.train.size(), 0);
-  data_error([&] { load_dataset(DataFormat::kImages, root.string(), opts()); },
+  expect_data_error([&] { load_dataset(DataFormat::kImages, root.string(), opts()); },
              {"zbad.png", "not a PNG"});
   fs::remove(root / "train" / "x" / "zbad.png");
   // Different class folders in the two splits.
   fs::create_directories(root / "test" / "z");
   spit(root / "test" / "z" / "1.png", png(8, 8, 3, pattern(8, 8, 3, 1)));
-  data_error([&] { load_dataset(DataFormat::kImages, root.string(), opts()); },
+  expect_data_error([&] { load_dataset(DataFormat::kImages, root.string(), opts()); },
              {(root / "test").string(), "'z'", "same class folders"});
 }
 
@@ -344,13 +328,13 @@ TEST(ImageFolder, TestFractionIsAStratifiedSeededSplit) {
   EXPECT_EQ(p.train, 21u);
   EXPECT_EQ(p.test, 9u);
   // Too small a fraction leaves no test samples.
-  data_error([&] { load_dataset(DataFormat::kImages, root.string(), opts(0, 0, 0, 0.01)); },
+  expect_data_error([&] { load_dataset(DataFormat::kImages, root.string(), opts(0, 0, 0, 0.01)); },
              {"data.test_fraction 0.01", "no test samples"});
   // A test/ directory and a fraction are one split too many.
   const fs::path both = t.path() / "both";
   write_classes(both / "train");
   write_classes(both / "test");
-  data_error([&] { load_dataset(DataFormat::kImages, both.string(), opts(0, 0, 0, 0.5)); },
+  expect_data_error([&] { load_dataset(DataFormat::kImages, both.string(), opts(0, 0, 0, 0.5)); },
              {both.string(), "test/", "data.test_fraction"});
 }
 
@@ -361,7 +345,7 @@ TEST(ImageFolder, MixedSizesNeedDataSize) {
   spit(root / "b.png", png(6, 5, 1, pattern(6, 5, 1, 2)));
   spit(root / "c.png", png(9, 7, 1, pattern(9, 7, 1, 3)));
   spit(root / "d.png", png(3, 3, 1, pattern(3, 3, 1, 4)));
-  data_error([&] { load_dataset(DataFormat::kImages, root.string(), opts()); },
+  expect_data_error([&] { load_dataset(DataFormat::kImages, root.string(), opts()); },
              {(root / "c.png").string(), "1x7x9 (CxHxW)", (root / "a.png").string(), "1x5x6",
               "data.size"});
   // With data.size every image is resized to it.
@@ -376,7 +360,7 @@ TEST(ImageFolder, MixedChannelsNeedDataChannels) {
   const fs::path root = t.path() / "mixed";
   spit(root / "a.png", png(4, 4, 1, pattern(4, 4, 1, 1)));
   spit(root / "b.png", png(4, 4, 3, pattern(4, 4, 3, 2)));
-  data_error([&] { load_dataset(DataFormat::kImages, root.string(), opts()); },
+  expect_data_error([&] { load_dataset(DataFormat::kImages, root.string(), opts()); },
              {(root / "b.png").string(), "colour", "grey", "data.channels"});
   DataSplits grey = load_dataset(DataFormat::kImages, root.string(), opts(0, 0, 1));
   EXPECT_EQ(grey.train.images.shape(), Shape(2, 1, 4, 4));
@@ -392,24 +376,24 @@ TEST(ImageFolder, BadFoldersAndFilesAreNamed) {
   testing::TempDir t;
   const fs::path empty = t.path() / "empty";
   fs::create_directories(empty);
-  data_error([&] { load_dataset(DataFormat::kImages, empty.string(), opts()); },
+  expect_data_error([&] { load_dataset(DataFormat::kImages, empty.string(), opts()); },
              {empty.string(), "holds no images"});
-  data_error([&] { probe_dataset(DataFormat::kImages, (t.path() / "absent").string(), opts()); },
+  expect_data_error([&] { probe_dataset(DataFormat::kImages, (t.path() / "absent").string(), opts()); },
              {"absent", "does not exist"});
 
   const fs::path classes = t.path() / "classes";
   write_classes(classes);
   fs::create_directories(classes / "c_empty");
-  data_error([&] { load_dataset(DataFormat::kImages, classes.string(), opts()); },
+  expect_data_error([&] { load_dataset(DataFormat::kImages, classes.string(), opts()); },
              {(classes / "c_empty").string(), "holds no images"});
   fs::remove(classes / "c_empty");
 
   spit(classes / "notes.txt", "a file beside the class folders");
-  data_error([&] { load_dataset(DataFormat::kImages, classes.string(), opts()); },
+  expect_data_error([&] { load_dataset(DataFormat::kImages, classes.string(), opts()); },
              {classes.string(), "mixes image files", "notes.txt", "a_cat"});
   fs::remove(classes / "notes.txt");
   spit(classes / "a_cat" / "notes.txt", "not an image");
-  data_error([&] { load_dataset(DataFormat::kImages, classes.string(), opts()); },
+  expect_data_error([&] { load_dataset(DataFormat::kImages, classes.string(), opts()); },
              {(classes / "a_cat" / "notes.txt").string(), "not an image file name"});
   fs::remove(classes / "a_cat" / "notes.txt");
 
@@ -423,13 +407,13 @@ TEST(ImageFolder, BadFoldersAndFilesAreNamed) {
   spit(many / "img07.png", "");
   spit(many / "img12.png", "this is text, not a PNG");
   EXPECT_EQ(probe_dataset(DataFormat::kImages, many.string(), opts()).train, 40u);
-  data_error([&] { load_dataset(DataFormat::kImages, many.string(), opts()); },
+  expect_data_error([&] { load_dataset(DataFormat::kImages, many.string(), opts()); },
              {(many / "img07.png").string(), "empty"});
   spit(many / "img07.png", good);
-  data_error([&] { load_dataset(DataFormat::kImages, many.string(), opts()); },
+  expect_data_error([&] { load_dataset(DataFormat::kImages, many.string(), opts()); },
              {(many / "img12.png").string(), "not a PNG, JPEG or BMP"});
   spit(many / "img12.png", good);
-  data_error([&] { load_dataset(DataFormat::kImages, many.string(), opts()); },
+  expect_data_error([&] { load_dataset(DataFormat::kImages, many.string(), opts()); },
              {(many / "img31.png").string(), "truncated PNG"});
   spit(many / "img31.png", good);
   size_t last_done = 0, last_total = 0;
@@ -459,7 +443,7 @@ TEST(ImageFiles, ListAndLoadToATarget) {
   model.channels = 1, model.height = 4, model.width = 6;
   model.origin = "the model's input";
   model.hint = "give images of that shape";
-  data_error([&] { load_image_files(files, model); },
+  expect_data_error([&] { load_image_files(files, model); },
              {files[1], "colour", "the model's input", "give images of that shape"});
   model.convert_channels = true;
   Dataset d = load_image_files(files, model);
@@ -467,16 +451,16 @@ TEST(ImageFiles, ListAndLoadToATarget) {
   EXPECT_EQ(d.files, files);
   EXPECT_EQ(d.num_classes, 0);
   model.height = 8;
-  data_error([&] { load_image_files(files, model); }, {files[0], "1x4x6", "1x8x6"});
+  expect_data_error([&] { load_image_files(files, model); }, {files[0], "1x4x6", "1x8x6"});
   model.resize = true;
   EXPECT_EQ(load_image_files(files, model).images.shape(), Shape(3, 1, 8, 6));
 
-  data_error([&] { list_image_files({t.file("nope.png")}); }, {"nope.png", "no such"});
+  expect_data_error([&] { list_image_files({t.file("nope.png")}); }, {"nope.png", "no such"});
   fs::create_directories(t.path() / "hollow");
-  data_error([&] { list_image_files({(t.path() / "hollow").string()}); },
+  expect_data_error([&] { list_image_files({(t.path() / "hollow").string()}); },
              {"hollow", "holds no images"});
   spit(t.path() / "x.txt", "text");
-  data_error([&] { list_image_files({t.file("x.txt")}); }, {"x.txt", "not an image file name"});
+  expect_data_error([&] { list_image_files({t.file("x.txt")}); }, {"x.txt", "not an image file name"});
 }
 
 TEST(SplitByFraction, RoundsPerClassAndRefusesEmptySplits) {
@@ -487,8 +471,8 @@ TEST(SplitByFraction, RoundsPerClassAndRefusesEmptySplits) {
   EXPECT_EQ(s.train.size(), 3u);
   EXPECT_TRUE(std::is_sorted(s.test.begin(), s.test.end()));
   std::vector<int32_t> none(5, -1);
-  data_error([&] { split_by_fraction(none.data(), 5, 0.05, 1, "tiny"); }, {"tiny", "no test"});
-  data_error([&] { split_by_fraction(none.data(), 2, 0.9, 1, "tiny"); }, {"no training"});
+  expect_data_error([&] { split_by_fraction(none.data(), 5, 0.05, 1, "tiny"); }, {"tiny", "no test"});
+  expect_data_error([&] { split_by_fraction(none.data(), 2, 0.9, 1, "tiny"); }, {"no training"});
 }
 
 }  // namespace

@@ -46,23 +46,7 @@ void put(const fs::path& p, const std::string& descr, const std::vector<int64_t>
   std::ofstream(p, std::ios::binary) << npy_bytes(descr, shape, v.data(), v.size() * sizeof(T), fortran);
 }
 
-template <typename F>
-std::string data_error(F&& fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-  } catch (const DataError& e) {
-    std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const auto& n : needles)
-      EXPECT_NE(msg.find(n), std::string::npos) << "message lacks \"" << n << "\": " << msg;
-    return msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected a DataError, got: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected a DataError, nothing was thrown";
-  return "";
-}
+using testing::expect_data_error;
 
 DataOptions layout(const std::string& l, double fraction = 0) {
   DataOptions o;
@@ -99,12 +83,12 @@ TEST(NpyHeader, ReadsTheHeaderAndChecksTheSize) {
   // One byte short: the header's size check names both sizes.
   std::string bytes = npy_bytes("<i2", {2, 3}, v.data(), 11);
   std::ofstream(t.file("short.npy"), std::ios::binary) << bytes;
-  data_error([&] { read_npy_header(t.file("short.npy")); }, {"short.npy", "needs 12", "has 11"});
+  expect_data_error([&] { read_npy_header(t.file("short.npy")); }, {"short.npy", "needs 12", "has 11"});
   // A header length that runs past the end of the file.
   std::string lie = bytes.substr(0, 10);
   lie[8] = char(0xff), lie[9] = char(0x7f);
   std::ofstream(t.file("lie.npy"), std::ios::binary) << lie;
-  data_error([&] { read_npy_header(t.file("lie.npy")); }, {"lie.npy", "truncated header"});
+  expect_data_error([&] { read_npy_header(t.file("lie.npy")); }, {"lie.npy", "truncated header"});
 }
 
 TEST(NpyData, Uint8NhwWithLabelsAndTestArrays) {
@@ -157,12 +141,12 @@ TEST(NpyData, NhwcAndNchwGiveTheSameNchwImages) {
   EXPECT_EQ(a.num_classes, 0);  // no labels.npy
   EXPECT_EQ(a.labels.data<int32_t>()[0], -1);
   // The 4-d array needs a layout, and the layout the right rank.
-  data_error([&] { load_dataset(DataFormat::kNpy, (t.path() / "a").string(), layout("auto")); },
+  expect_data_error([&] { load_dataset(DataFormat::kNpy, (t.path() / "a").string(), layout("auto")); },
              {kNpyImages, "(3, 3, 4, 5)", "data.layout: nhwc or nchw"});
-  data_error([&] { load_dataset(DataFormat::kNpy, (t.path() / "a").string(), layout("nhw")); },
+  expect_data_error([&] { load_dataset(DataFormat::kNpy, (t.path() / "a").string(), layout("nhw")); },
              {"4 dimensions", "nhw needs 3"});
   // nchw read as nhwc gives 5 channels.
-  data_error([&] { load_dataset(DataFormat::kNpy, (t.path() / "a").string(), layout("nhwc")); },
+  expect_data_error([&] { load_dataset(DataFormat::kNpy, (t.path() / "a").string(), layout("nhwc")); },
              {"5 channels", "1 (grey) or 3 (RGB)"});
 }
 
@@ -188,19 +172,19 @@ TEST(NpyData, Float32ImagesAreKeptAsTheyAre) {
 
   v[5] = 1.5f;
   put(d / kNpyImages, "<f4", {2, 2, 2}, v);
-  data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
+  expect_data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
              {kNpyImages, "value 1.5 of image 1", "outside [0, 1]", "255"});
   v[5] = std::nanf("");
   put(d / kNpyImages, "<f4", {2, 2, 2}, v);
-  data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
+  expect_data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
              {"not a number"});
   put(d / kNpyImages, "<f8", {1, 1, 1}, std::vector<double>{0.5});
-  data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
+  expect_data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
              {kNpyImages, "<f8", "uint8", "float32"});
   put(d / kNpyImages, ">f4", {1, 1, 1}, std::vector<float>{0.5f});
-  data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); }, {">f4"});
+  expect_data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); }, {">f4"});
   put(d / kNpyImages, "|u1", {2, 2, 2}, ramp(8), /*fortran=*/true);
-  data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
+  expect_data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
              {"Fortran order", "ascontiguousarray"});
 }
 
@@ -209,30 +193,30 @@ TEST(NpyData, BadLabelsAreOneLineErrors) {
   const fs::path d = t.path() / "l";
   put(d / kNpyImages, "|u1", {3, 2, 2}, ramp(12));
   put(d / kNpyLabels, "<i4", {2}, std::vector<int32_t>{0, 1});
-  data_error([&] { probe_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
+  expect_data_error([&] { probe_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
              {kNpyLabels, "2 labels", kNpyImages, "3 images"});
   put(d / kNpyLabels, "<f4", {3}, std::vector<float>{0, 1, 2});
-  data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
+  expect_data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
              {kNpyLabels, "<f4", "integers"});
   put(d / kNpyLabels, "<i2", {3}, std::vector<int16_t>{0, -1, 2});
-  data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
+  expect_data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
              {"label -1 at index 1"});
   put(d / kNpyLabels, "<i4", {3, 2}, std::vector<int32_t>{0, 1, 2, 3, 4, 5});
-  data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
+  expect_data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
              {"(3, 2)", "(N,)"});
   // Labels for one split only.
   put(d / kNpyLabels, "<u2", {3}, std::vector<uint16_t>{0, 1, 65535});
   EXPECT_EQ(load_dataset(DataFormat::kNpy, d.string(), layout("nhw")).train.num_classes, 65536);
   put(d / kNpyTestImages, "|u1", {1, 2, 2}, ramp(4));
-  data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
+  expect_data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
              {kNpyLabels, kNpyTestLabels, "both splits or for neither"});
   put(d / kNpyTestImages, "|u1", {1, 3, 3}, ramp(9));
   put(d / kNpyTestLabels, "|u1", {1}, std::vector<uint8_t>{0});
-  data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
+  expect_data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw")); },
              {kNpyTestImages, "1x3x3", "1x2x2"});
-  data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw", 0.5)); },
+  expect_data_error([&] { load_dataset(DataFormat::kNpy, d.string(), layout("nhw", 0.5)); },
              {kNpyTestImages, "data.test_fraction"});
-  data_error([&] { load_dataset(DataFormat::kNpy, (t.path() / "none").string(), layout("nhw")); },
+  expect_data_error([&] { load_dataset(DataFormat::kNpy, (t.path() / "none").string(), layout("nhw")); },
              {"none", "does not exist"});
 }
 
@@ -253,7 +237,7 @@ TEST(NpyData, TestFractionSplitsImagesNpy) {
   EXPECT_EQ(p.train, 0u);
   EXPECT_EQ(p.test, 4u);
   // Without a test split, a test-only command is refused.
-  data_error(
+  expect_data_error(
       [&] { probe_dataset(DataFormat::kNpy, d.string(), layout("nhw"), Splits::kTest); },
       {"no test split", kNpyTestImages, "data.test_fraction"});
 }
@@ -295,13 +279,13 @@ TEST(MnistSizes, AnyImageSizeTheHeaderGives) {
   EXPECT_EQ(none.train, 60000u);
   // The two splits must agree.
   write_idx(t.path(), "t10k", 2, 28, 28);
-  data_error([&] { probe_dataset(DataFormat::kMnist, t.path().string(), DataOptions{}); },
+  expect_data_error([&] { probe_dataset(DataFormat::kMnist, t.path().string(), DataOptions{}); },
              {"1x28x28", "1x20x24", "one image size"});
-  data_error([&] { load_dataset(DataFormat::kMnist, t.path().string()); },
+  expect_data_error([&] { load_dataset(DataFormat::kMnist, t.path().string()); },
              {"1x28x28", "1x20x24", "one image size"});
   // A zero side is corrupt.
   write_idx(t.path(), "t10k", 2, 0, 28);
-  data_error([&] { load_dataset(DataFormat::kMnist, t.path().string(), Splits::kTest); },
+  expect_data_error([&] { load_dataset(DataFormat::kMnist, t.path().string(), Splits::kTest); },
              {"t10k-images-idx3-ubyte", "0x28"});
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
@@ -189,6 +190,27 @@ inline std::vector<double> random_vector(size_t n, Rng& rng, double lo = -1, dou
   std::vector<double> v(n);
   for (auto& x : v) x = lo + (hi - lo) * double(rng.uniform01());
   return v;
+}
+
+// Runs fn, which must throw a DataError (exit code 4) whose message is one
+// line holding every needle; returns the message ("" after a failure).
+template <typename F>
+std::string expect_data_error(F&& fn, const std::vector<std::string>& needles) {
+  try {
+    fn();
+  } catch (const DataError& e) {
+    std::string msg = e.what();
+    EXPECT_EQ(e.code(), ExitCode::kData);
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    for (const auto& n : needles)
+      EXPECT_NE(msg.find(n), std::string::npos) << "message lacks \"" << n << "\": " << msg;
+    return msg;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected a DataError, got: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected a DataError, nothing was thrown";
+  return "";
 }
 
 }  // namespace hpmc::testing
