@@ -16,16 +16,12 @@ Ratios are hpmc's epoch time over PyTorch's: below 1 means hpmc is faster.
 PyTorch is only a reference here; hpmc never imports it.
 """
 import argparse
-import datetime
 import json
 import os
-import platform
 import re
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+from harness import ROOT, CommandFailed, machine, parse_hpmc_bench, run, write_atomic
 
 # The configs' optimizer settings, for PyTorch to train the same way.
 MODELS = {
@@ -53,16 +49,6 @@ PT_NAMES = {
 }
 
 
-def run(cmd, env=None):
-    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
-    p = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True)
-    if p.returncode != 0:
-        sys.stderr.write(p.stdout[-3000:])
-        raise SystemExit(f"compare.py: command failed with exit {p.returncode}: {' '.join(cmd)}")
-    return p.stdout
-
-
 def hpmc_bench(args, model, impl, threads):
     steps, repeats, warmup = PLAN[(model, args.device)]
     cmd = [args.hpmc, "bench", MODELS[model]["config"], "--impl", impl, "--steps", str(steps),
@@ -71,18 +57,15 @@ def hpmc_bench(args, model, impl, threads):
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     out = run(cmd, env)
-    line = [l for l in out.splitlines() if l.startswith("bench: ")]
-    if not line:
-        raise SystemExit("compare.py: no 'bench:' line in hpmc's output")
-    kv = dict(f.split("=", 1) for f in line[-1].split()[2:])
-    step = [l for l in out.splitlines() if l.strip().startswith("step:")]
+    try:
+        r = parse_hpmc_bench(out)
+    except ValueError as e:
+        raise SystemExit(f"compare.py: {e}")
     return {
         "who": "hpmc", "name": f"hpmc --impl {impl}", "impl": impl, "threads": threads,
-        "ms_per_step": float(kv["ms/step"]), "images_per_s": float(kv["img/s"]),
-        "epoch_s": float(kv["epoch_s"]), "tflops": float(kv["tflops"]),
-        "peak_frac": None if kv["peak_frac"] == "na" else float(kv["peak_frac"]),
-        "path": step[0].split("step:", 1)[1].strip() if step else "",
-        "command": " ".join(cmd), "output": out,
+        "ms_per_step": r["ms_per_step"], "images_per_s": r["images_per_s"],
+        "epoch_s": r["epoch_s"], "tflops": r["tflops"], "peak_frac": r["peak_frac"],
+        "path": r["path"], "command": " ".join(cmd), "output": out,
     }
 
 
@@ -115,27 +98,6 @@ def pytorch_bench(args, model, threads):
     return rows
 
 
-def machine(args):
-    info = {"date": datetime.date.today().isoformat(), "host": platform.node(),
-            "device": args.device}
-    try:
-        if args.device == "cuda":
-            info["gpu"] = subprocess.run(
-                ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                stdout=subprocess.PIPE, text=True).stdout.strip()
-        with open("/proc/cpuinfo") as f:
-            names = [l.split(":", 1)[1].strip() for l in f if l.startswith("model name")]
-        info["cpu"] = f"{names[0]} ({len(names)} logical CPUs)" if names else "unknown"
-    except OSError:
-        pass
-    try:
-        import torch  # only to record its version, if the same python has it
-        info["torch"] = torch.__version__
-    except ImportError:
-        pass
-    return info
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hpmc", default=os.path.join(ROOT, "build", "hpmc"))
@@ -148,10 +110,11 @@ def main():
                     help="CPU: comma-separated thread counts to run both frameworks with")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
+    args.hpmc = os.path.abspath(args.hpmc)  # the commands run in the repository root
     impls = (args.impls or ("im2col" if args.device == "cuda" else "cpu")).split(",")
     thread_list = [int(t) for t in args.threads.split(",") if t] or [0]
 
-    report = {"machine": machine(args), "results": {}}
+    report = {"machine": machine(args.device), "results": {}}
     for model in args.models.split(","):
         rows = []
         for threads in thread_list:
@@ -180,10 +143,13 @@ def main():
             if r["who"] == "hpmc" and r.get("path"):
                 print(f"\n{r['name']} step: {r['path']}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
+        write_atomic(args.json, json.dumps(report, indent=1))
         print(f"\nwrote {args.json}")
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except CommandFailed as e:
+        sys.stderr.write(e.output[-3000:])
+        raise SystemExit(f"compare.py: command failed: {e}")

@@ -1,19 +1,88 @@
 #!/usr/bin/env python3
-"""Bar chart of bench/compare.py results: one panel per (model, device),
-epoch-equivalent seconds per run on a log scale, hpmc's bars in one colour
-and PyTorch's in another, each labelled with its time.
+"""Charts of the bench scripts' JSON. bench/compare.py's: a bar chart, one
+panel per (model, device), epoch-equivalent seconds per run on a log scale,
+hpmc's bars in one colour and PyTorch's in another, each labelled with its
+time. bench/sweep.py's (a JSON with "points"): hpmc's step time over
+PyTorch FP32's against the work of a step, log-log, the target line at 1.0;
+beside it, where the sweep has PyTorch's CUDA-graph step, the ratio to that
+with the 0.5 line (filled markers: the points where that step is
+launch-bound, under the sweep's --launch-bound-ms). Points that miss a
+target are labelled.
 
     /usr/bin/python3 bench/plot.py gpu.json cpu.json -o docs/performance.png
+    /usr/bin/python3 bench/plot.py sweep/sweep.json -o docs/sweep.png
 
 Needs matplotlib (Debian: python3-matplotlib).
 """
 import argparse
 import json
+import math
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
+
+
+def series(p):
+    """The legend entry, colour and marker of a sweep point."""
+    if p["family"] == "mlp":
+        colours = {1: "#1b9e77", 2: "#d95f02", 4: "#7570b3"}
+        return f"MLP, {p['depth']} hidden", colours.get(p["depth"], "#666666"), "o"
+    return (f"AE {p['kernel']}x{p['kernel']}", "#e7298a" if p["kernel"] == 3 else "#e6ab02",
+            "s" if p["kernel"] == 3 else "^")
+
+
+def plot_sweep(rep, out):
+    """The sweep's chart (see the file's header) into `out`."""
+    s = rep["settings"]
+    pts = [p for p in rep["points"] if p.get("ratios")]
+    panels = [("fp32", 1.0, "hpmc / PyTorch FP32 (TF32 off)")]
+    if any("graph" in p["ratios"] for p in pts):
+        panels.append(("graph", 0.5, "hpmc / PyTorch's CUDA-graph step"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5), squeeze=False)
+    m = rep["machine"]
+    where = m.get("gpu", "").split(",")[0] if m["device"] == "cuda" else m.get("cpu", "")
+    for ax, (mode, line, label) in zip(axes[0], panels):
+        seen = set()
+        over = [p for p in pts if mode in p["ratios"] and p["ratios"][mode] > line and
+                (mode == "fp32" or p.get("launch_bound"))]
+        for p in pts:
+            if mode not in p["ratios"]:
+                continue
+            name, colour, marker = series(p)
+            filled = mode != "graph" or p.get("launch_bound")
+            size = 12 + 10 * math.log2(max(p["batch"], 16) / 16) ** 0.8
+            ax.scatter(p["work_flops"], p["ratios"][mode], s=size, marker=marker,
+                       facecolors=colour if filled else "none", edgecolors=colour,
+                       label=None if name in seen else name)
+            seen.add(name)
+            if p in over and len(over) <= 12:  # more would be unreadable: the table names them
+                ax.annotate(p["id"], (p["work_flops"], p["ratios"][mode]), fontsize=6,
+                            xytext=(3, 2), textcoords="offset points")
+        ax.axhline(line, color="#444444", linestyle="--", linewidth=1)
+        ax.text(0.01, line, f" target {line:g}x", transform=ax.get_yaxis_transform(),
+                fontsize=7, va="bottom")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        # Between the powers of ten, only 2 and 5 labelled.
+        ax.yaxis.set_minor_formatter(
+            ticker.FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else ""))
+        ax.tick_params(axis="y", which="minor", labelsize=6)
+        ax.set_xlabel("work per step (FLOP; forward and backward matrix products)", fontsize=8)
+        ax.set_ylabel(f"{label} (ms/step ratio; below 1: hpmc faster)", fontsize=8)
+        title = f"{where}, {m['date']}, hpmc --impl {s['impl']}"
+        if mode == "graph":
+            title += f"; filled: graph step < {s['launch_bound_ms']:g} ms"
+        ax.set_title(title, fontsize=8, loc="left")
+        ax.legend(fontsize=7, title="marker size: batch", title_fontsize=7)
+        ax.grid(True, which="major", linewidth=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    print(f"wrote {out}")
 
 
 def main():
@@ -25,6 +94,11 @@ def main():
     for path in args.json:
         with open(path) as f:
             rep = json.load(f)
+        if "points" in rep:  # bench/sweep.py's
+            if len(args.json) > 1:
+                raise SystemExit("plot.py: a sweep's JSON is plotted alone")
+            plot_sweep(rep, args.out)
+            return
         where = rep["machine"].get("gpu") or rep["machine"].get("cpu", "")
         for model, rows in rep["results"].items():
             panels.append((f"{model} — {rep['machine']['device']}: {where.split(',')[0]}", rows))

@@ -15,6 +15,9 @@ Prints one line per mode: ms/step, images/s and epoch-equivalent seconds
 fashion_ae and mnist_mlp, as in configs/. On the CPU, use --threads N to match
 hpmc's thread count (--modes fp32: the other modes are about GPUs). PyTorch is
 a reference here, never a dependency of hpmc.
+
+bench/sweep.py imports the model builders (mlp, conv_ae), training_step and
+time_steps to time the same models at other sizes.
 """
 import argparse
 import statistics
@@ -24,34 +27,37 @@ import torch
 import torch.nn as nn
 
 
-def cifar_ae():
+def mlp(hidden, inputs=784, classes=10):
+    """Flatten, then a linear layer and a ReLU per hidden width, then the
+    classifier: configs/mnist_mlp.yaml's shape at any widths."""
+    layers = [nn.Flatten()]
+    for width in hidden:
+        layers += [nn.Linear(inputs, width), nn.ReLU()]
+        inputs = width
+    return nn.Sequential(*layers, nn.Linear(inputs, classes))
+
+
+def conv_ae(channels, kernel=3, in_channels=3):
+    """configs/cifar_ae.yaml's autoencoder at other widths and kernel sizes:
+    conv c1, pool, conv c2, pool, conv c3, upsample, conv c4, upsample, conv
+    back to the input's channels; ReLU after every conv but the last, the
+    padding that keeps the size."""
+    c1, c2, c3, c4 = channels
+    pad = kernel // 2
     return nn.Sequential(
-        nn.Conv2d(3, 256, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(256, 128, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(128, 128, 3, padding=1), nn.ReLU(), nn.Upsample(scale_factor=2),
-        nn.Conv2d(128, 256, 3, padding=1), nn.ReLU(), nn.Upsample(scale_factor=2),
-        nn.Conv2d(256, 3, 3, padding=1))
+        nn.Conv2d(in_channels, c1, kernel, padding=pad), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(c1, c2, kernel, padding=pad), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(c2, c3, kernel, padding=pad), nn.ReLU(), nn.Upsample(scale_factor=2),
+        nn.Conv2d(c3, c4, kernel, padding=pad), nn.ReLU(), nn.Upsample(scale_factor=2),
+        nn.Conv2d(c4, in_channels, kernel, padding=pad))
 
 
-def fashion_ae():
-    # configs/fashion_ae.yaml: 1x28x28 -> 16x7x7 -> 1x28x28
-    return nn.Sequential(
-        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.Upsample(scale_factor=2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.Upsample(scale_factor=2),
-        nn.Conv2d(32, 1, 3, padding=1))
-
-
-def mnist_mlp():
-    return nn.Sequential(nn.Flatten(), nn.Linear(784, 320), nn.ReLU(), nn.Linear(320, 160),
-                         nn.ReLU(), nn.Linear(160, 10))
-
-
+# name: (builder, sample shape, epoch images, loss)
 MODELS = {
-    "cifar_ae": (cifar_ae, (3, 32, 32), 50000, "mse"),
-    "fashion_ae": (fashion_ae, (1, 28, 28), 60000, "mse"),
-    "mnist_mlp": (mnist_mlp, (1, 28, 28), 60000, "ce"),
+    "cifar_ae": (lambda: conv_ae((256, 128, 128, 256)), (3, 32, 32), 50000, "mse"),
+    # configs/fashion_ae.yaml: 1x28x28 -> 16x7x7 -> 1x28x28
+    "fashion_ae": (lambda: conv_ae((32, 16, 16, 32), in_channels=1), (1, 28, 28), 60000, "mse"),
+    "mnist_mlp": (lambda: mlp((320, 160)), (1, 28, 28), 60000, "ce"),
 }
 
 
@@ -60,20 +66,23 @@ def sync(dev):
         torch.cuda.synchronize()
 
 
-def bench(args, mode):
-    build, shape, epoch_images, loss_kind = MODELS[args.model]
-    dev = args.device
+def training_step(build, shape, loss_kind, mode, batch, dev, lr, momentum):
+    """A function run(i) that takes one training step (forward, MSE or
+    cross-entropy, backward, SGD) of a fresh model from build() in `mode`
+    (see the modes above) on the i-th of 8 rotating random batches. In graph
+    mode the step is captured first (after 3 warm-up steps on a side stream)
+    and run(i) copies the batch in and replays it."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = mode != "fp32"
     torch.manual_seed(0)
     model = build().to(dev)
     memory_format = torch.channels_last if mode == "bf16cl" else torch.contiguous_format
     model = model.to(memory_format=memory_format)
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     # Several batches of random data (never zeros), rotated so caches do not flatter.
-    xs = [torch.rand(args.batch, *shape, device=dev).to(memory_format=memory_format)
+    xs = [torch.rand(batch, *shape, device=dev).to(memory_format=memory_format)
           for _ in range(8)]
-    ys = [torch.randint(0, 10, (args.batch,), device=dev) for _ in range(8)]
+    ys = [torch.randint(0, 10, (batch,), device=dev) for _ in range(8)]
     lossf = nn.MSELoss() if loss_kind == "mse" else nn.CrossEntropyLoss()
 
     def step(i):
@@ -86,43 +95,61 @@ def bench(args, mode):
         opt.step()
         return loss
 
-    run = step
-    if mode == "graph":
-        assert dev == "cuda", "CUDA graphs need --device cuda"
-        static_x = xs[0].clone()
-        static_y = ys[0].clone()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):  # warm up on a side stream, as the docs require
-                opt.zero_grad(set_to_none=False)
-                out = model(static_x)
-                (lossf(out, static_x) if loss_kind == "mse" else lossf(out, static_y)).backward()
-                opt.step()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        opt.zero_grad(set_to_none=False)
-        with torch.cuda.graph(g):
+    if mode != "graph":
+        return step
+    assert dev == "cuda", "CUDA graphs need --device cuda"
+    static_x = xs[0].clone()
+    static_y = ys[0].clone()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):  # warm up on a side stream, as the docs require
+            opt.zero_grad(set_to_none=False)
             out = model(static_x)
-            loss = lossf(out, static_x) if loss_kind == "mse" else lossf(out, static_y)
-            loss.backward()
+            (lossf(out, static_x) if loss_kind == "mse" else lossf(out, static_y)).backward()
             opt.step()
+    # The last warm-up's output would keep its autograd graph, and with it the
+    # side stream's gradient-accumulation nodes, alive into the capture.
+    del out
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=False)
+    with torch.cuda.graph(g):
+        out = model(static_x)
+        loss = lossf(out, static_x) if loss_kind == "mse" else lossf(out, static_y)
+        loss.backward()
+        opt.step()
 
-        def run(i):
-            static_x.copy_(xs[i % 8])
-            static_y.copy_(ys[i % 8])
-            g.replay()
+    def replay(i):
+        static_x.copy_(xs[i % 8])
+        static_y.copy_(ys[i % 8])
+        g.replay()
 
-    for i in range(args.warmup):
-        run(i)
-    sync(dev)
+    return replay
+
+
+def time_steps(run, dev, steps, repeats, first=0):
+    """Seconds per step of each of `repeats` timed runs of `steps` steps,
+    each between two device synchronizations; step indices from `first`."""
     times = []
-    for _ in range(args.repeats):
+    for _ in range(repeats):
+        sync(dev)
         t0 = time.perf_counter()
-        for i in range(args.steps):
+        for i in range(first, first + steps):
             run(i)
         sync(dev)
-        times.append((time.perf_counter() - t0) / args.steps)
+        times.append((time.perf_counter() - t0) / steps)
+        first += steps
+    return times
+
+
+def bench(args, mode):
+    build, shape, epoch_images, loss_kind = MODELS[args.model]
+    dev = args.device
+    run = training_step(build, shape, loss_kind, mode, args.batch, dev, args.lr, args.momentum)
+    for i in range(args.warmup):
+        run(i)
+    times = time_steps(run, dev, args.steps, args.repeats)
     ms = statistics.median(times) * 1e3
     ips = args.batch / (ms / 1e3)
     print(f"pytorch {args.model} {mode:8s} batch {args.batch}: {ms:8.3f} ms/step  "

@@ -4,14 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli_runner.h"
 #include "core/atomic_file.h"
 #include "io/feature_text.h"
+#include "io/json.h"
 #include "io/npy.h"
 
 namespace hpmc {
@@ -216,6 +219,144 @@ TEST(SvmScript, ReadsEveryFormatAndTrainsAnRbfKernel) {
   r = run_in_source(py + " tools/svm.py --kernel rbf --gamma wide" + dir);
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "svm.py: error: --gamma wide: give a positive number, 'scale' or 'auto'\n");
+}
+
+// The first python3 that can import `module` ("/usr/bin/python3" has
+// Debian's python3-torch), or "" when none can.
+std::string python_with(const std::string& module) {
+  for (const char* py : {"/usr/bin/python3", "python3"}) {
+    std::string cmd = std::string(py) + " -c 'import " + module + "' >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) return py;
+  }
+  return "";
+}
+
+// A member of a JSON object; fails the test when it is missing.
+const JsonValue& member(const JsonValue& v, const std::string& key) {
+  static const JsonValue none;
+  for (const JsonMember& m : v.members)
+    if (m.key == key) return m.value;
+  ADD_FAILURE() << "no member '" << key << "'";
+  return none;
+}
+double number(const JsonValue& v, const std::string& key) {
+  const JsonValue& n = member(v, key);
+  EXPECT_TRUE(n.is_number()) << key;
+  return n.is_number() ? std::stod(n.text) : std::nan("");
+}
+bool has(const JsonValue& v, const std::string& key) {
+  return std::any_of(v.members.begin(), v.members.end(),
+                     [&](const JsonMember& m) { return m.key == key; });
+}
+
+// bench/sweep.py without PyTorch or hpmc: the grid (--list: ids, work per
+// step, memory estimate), --quick, --points as globs and as added ids, and a
+// point that names nothing refused in one line.
+TEST(SweepScript, ListsTheGridAndRefusesUnknownPoints) {
+  const std::string py = python_with("json");
+  if (py.empty()) GTEST_SKIP() << "no python3";
+  Result r = run_in_source(py + " bench/sweep.py --list");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 6 * 3 * 5 + 5 * 4) << r.out;
+  // A point's line: "ID  WORK GFLOP/step  ~MEMORY GB".
+  auto work = [&](const std::string& id) {
+    size_t at = ("\n" + r.out).find("\n" + id + " ");
+    if (at == std::string::npos) return std::string("(no line)");
+    std::istringstream line(r.out.substr(at, r.out.find('\n', at) - at));
+    std::string name, gflop, unit;
+    line >> name >> gflop >> unit;
+    return unit == "GFLOP/step" ? gflop : "(no work)";
+  };
+  // 784-4096-4096-10 at 4096: 6 x 4096 x (784·4096 + 4096·4096 + 4096·10) less
+  // the first layer's input gradient (2 x 4096 x 784 x 4096).
+  EXPECT_EQ(work("mlp-4096x2-b4096"), "465.9");
+  EXPECT_EQ(work("mlp-128x1-b16"), "0.006545");
+  // configs/cifar_ae.yaml's model at batch 64 (hpmc bench's figure before the fold).
+  EXPECT_EQ(work("ae-x1-k3-b64"), "66.14");
+  EXPECT_EQ(work("ae-x1-k5-b512"), "1470");
+  r = run_in_source(py + " bench/sweep.py --list --quick");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3) << r.out;
+  r = run_in_source(py + " bench/sweep.py --list --points 'ae-x2-*,mlp-320x3-b64,ae-x2-k3-b16'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The four ae-x2 points (ae-x2-k3-b16 once), then the added one.
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 5) << r.out;
+  EXPECT_EQ(r.out.find("ae-x2-k3-b16 "), 0u) << r.out;
+  EXPECT_NE(r.out.find("\nmlp-320x3-b64 "), std::string::npos) << r.out;
+  r = run_in_source(py + " bench/sweep.py --list --points 'mlp-*,nonsense'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "sweep.py: error: --points nonsense: matches no point of the grid and names none (ids "
+            "look like mlp-1024x2-b256 or ae-x0.5-k3-b64; --list prints the grid)\n");
+  EXPECT_EQ(r.out, "");
+}
+
+// bench/sweep.py's quick grid on the CPU beside PyTorch (hpmc --impl cpu,
+// PyTorch FP32, one thread each), with a point too large for --memory-gb:
+// the table has a row per measured point with both times and their ratio,
+// the JSON the same numbers, hpmc's own count of the work, the plans, the
+// configs and the machine; the large point is skipped with its reason.
+TEST(SweepScript, QuickGridOnTheCpuBesidePyTorch) {
+  const std::string py = python_with("torch");
+  if (py.empty())
+    GTEST_SKIP() << "python3 with PyTorch is not installed (python3-torch): bench/sweep.py's "
+                    "timed run is not tested";
+  testing::TempDir t;
+  Result r = run_in_source(py + " bench/sweep.py --hpmc '" + testing::hpmc_binary() +
+                           "' --device cpu --quick --threads 1 --repeats 3 --run-ms 10 "
+                           "--points '*,mlp-8192x4-b4096' --memory-gb 2 --out '" +
+                           t.path().string() + "'");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string md = testing::slurp(t.file("sweep.md"));
+  for (const char* s :
+       {", PyTorch ", ", 1 thread; hpmc `--impl cpu`; medians of 3 runs; `",
+        "\n| point | GFLOP/step | hpmc ms | hpmc step | hpmc % peak | PyTorch FP32 ms | "
+        "× PyTorch FP32 | targets |\n| --- | ---: | ---: | --- | ---: | ---: | ---: | --- |\n",
+        "\n| mlp-128x1-b16 | 0.006545 | ", "\n| mlp-512x2-b64 | 0.2054 | ",
+        "\n| ae-x0.25-k3-b16 | 1.246 | ", " | layer by layer | ",
+        "**Not measured or incomplete (1):**\n* mlp-8192x4-b4096: skipped: needs about 7.4 GB, "
+        "more than the 2.0 GB allowed (--memory-gb)\n"})
+    EXPECT_NE(md.find(s), std::string::npos) << s << "\n" << md;
+  EXPECT_EQ(md.find("| mlp-8192x4-b4096 |"), std::string::npos) << md;
+
+  const JsonValue j = parse_json(testing::slurp(t.file("sweep.json")));
+  EXPECT_EQ(member(member(j, "machine"), "device").text, "cpu");
+  EXPECT_NE(member(j, "command").text.find("bench/sweep.py --hpmc"), std::string::npos);
+  EXPECT_NE(member(member(j, "configs"), "mlp-512x2").text.find("out_features: 512"),
+            std::string::npos);
+  const JsonValue& points = member(j, "points");
+  ASSERT_EQ(points.items.size(), 4u);
+  int measured = 0;
+  for (const JsonValue& p : points.items) {
+    const std::string id = member(p, "id").text;
+    SCOPED_TRACE(id);
+    if (id == "mlp-8192x4-b4096") {
+      EXPECT_NE(member(p, "skipped").text.find("needs about 7.4 GB"), std::string::npos);
+      EXPECT_FALSE(has(p, "hpmc"));
+      EXPECT_FALSE(has(p, "pytorch"));
+      continue;
+    }
+    ++measured;
+    const JsonValue& h = member(p, "hpmc");
+    const double hms = number(h, "ms_per_step"), pms = number(member(member(p, "pytorch"), "fp32"), "ms");
+    EXPECT_GT(hms, 0);
+    EXPECT_GT(pms, 0);
+    EXPECT_EQ(member(h, "impl").text, "cpu");
+    EXPECT_EQ(number(h, "batch"), number(p, "batch"));
+    EXPECT_NEAR(number(member(p, "ratios"), "fp32"), hms / pms, 1e-9 * hms / pms);
+    // The sweep's own count of the work is hpmc's (printed to 4 digits).
+    EXPECT_NEAR(number(p, "work_flops") / 1e9, number(h, "gflop_per_step"),
+                1e-3 * number(h, "gflop_per_step"));
+    EXPECT_GE(number(member(h, "plan"), "steps"), 1);
+    EXPECT_NE(member(h, "command").text.find(" bench "), std::string::npos);
+    EXPECT_NE(member(h, "path").text.find("layer by layer"), std::string::npos);
+  }
+  EXPECT_EQ(measured, 3);
+  // The chart where matplotlib is, else a note of how to make it.
+  if (!python_with("matplotlib").empty())
+    EXPECT_TRUE(fs::exists(t.file("sweep.png"))) << r.err;
+  else
+    EXPECT_NE(r.err.find("no chart"), std::string::npos) << r.err;
 }
 
 }  // namespace
