@@ -23,6 +23,9 @@
 //                  splitk_reduce_taps_kernel put column n' back at dw[ko][c][rs].
 // gemm             C[m×n] (= or +=) op(A)·op(B), row-major, leading dimensions lda/ldb/ldc;
 //                  the transposes select the loaders' thread mappings (4 instantiations).
+//                  With HPMC_GEMM_LARGE=auto, large products (m, n ≥ 128 and
+//                  m·n·k ≥ 2^27) run on the large-GEMM engine instead; with 1, every
+//                  product does (gemm_large.h; opt-in until measured on a GPU).
 // The im2col matrix is never materialised: each loader computes its addresses on
 // the fly and copies straight into shared memory (cp.async).
 //
@@ -149,6 +152,7 @@
 #include "layers/conv_shape.h"
 #include "layers/gpu/conv2d_kernels.h"
 #include "layers/gpu/conv2d_thin.h"
+#include "layers/gpu/gemm_large.h"
 #include "layers/gpu/implicit_fastdiv.h"
 #include "layers/gpu/implicit_conv.h"
 #include "layers/gpu/implicit_conv_kernels.cuh"
@@ -1107,6 +1111,10 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int l
                            " lda=", lda, " ldb=", ldb, " ldc=", ldc, ", trans_a=", trans_a,
                            " trans_b=", trans_b, ")"));
   if (m == 0 || n == 0 || (k == 0 && accumulate)) return;
+  if (gemm_large::use_large(m, n, k)) {  // the shape rule, or HPMC_GEMM_LARGE (gemm_large.h)
+    gemm_large::gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+    return;
+  }
   const MatOut e = make_mat_out(c, ldc, 0, m, n, accumulate);
   with_tile(pick_tile(m, n, 1), [&](auto cfg) {
     using Cfg = decltype(cfg);

@@ -1,0 +1,63 @@
+// gemm_large.h — the FP32 GEMM engine for large products (gemm_large.cu):
+// C[m×n] (= or +=) op(A)·op(B), row-major, leading dimensions lda/ldb/ldc,
+// either operand transposed, read in place (no copies). FFMA only: no
+// tensor cores, no TF32, no cuBLAS. implicit::gemm (the im2col family's
+// gemm, which the Linear layer's three products use) hands a product to this
+// engine when use_large() says so; smaller products stay on the implicit
+// engine (implicit_gemm_core.cuh), bit for bit as before.
+//
+// The shape rule (applies()): m ≥ 128, n ≥ 128 and m·n·k ≥ 2^27 multiply-adds
+// (a 128×128 block tile is then never mostly padding, and the product is
+// large enough that its one or two waves of blocks, not launch and fill,
+// set its time). The products of the shipped MLPs (batch 64: 64×784→320,
+// 320×784 over 64, …) all fall below it.
+//
+// HPMC_GEMM_LARGE=auto applies the rule; 0, or no HPMC_GEMM_LARGE at all,
+// keeps every product on the implicit engine: the engine is opt-in until its
+// tests and rates have been seen on a GPU (docs/gemm-large-tuning.md); 1
+// sends every product to this one (A/B timings, tests).
+// Any other value is a UsageError.
+//
+// Split-K (splits_for()): when the block tiles alone leave SMs idle (fewer
+// blocks than two per SM of a 132-SM H100), the k-tiles are cut into that
+// many contiguous slices, each written whole to a workspace, and a second
+// kernel sums the slices in double, slice 0 first, into C. The slice count
+// is a function of the shape only (132 SMs whatever the device), so the bits
+// of a result do not depend on the GPU.
+#pragma once
+
+namespace hpmc::gpu::gemm_large {
+
+// Tile configurations: both a 128×128 block tile of 256 threads, 8×8
+// outputs a thread, two blocks per SM. kK8: k-tiles of 8, 4 stages (the
+// default); kK16: k-tiles of 16, 3 stages (half the barriers per FFMA, twice
+// the unrolled loop body; a benchmark variant).
+enum class Variant { kK8 = 0, kK16 = 1 };
+const char* variant_name(Variant v);
+
+// The shape rule above (pure host code).
+bool applies(long long m, long long n, long long k);
+
+// Whether implicit::gemm should run this product here: the rule, or the
+// override of HPMC_GEMM_LARGE (read on each call; UsageError if malformed).
+bool use_large(long long m, long long n, long long k);
+
+// The split-K slice count for the configuration's 128×128 tiles and k-tile
+// depth bk: 1 unless the m×n tiles fill fewer than the 264 block slots of two
+// blocks per SM on 132 SMs; then as many slices as keep the blocks within
+// those slots, each of at least 8 k-tiles, at most 16.
+int splits_for(long long m, long long n, long long k, int bk);
+
+// C = op(A)·op(B) (+ C if accumulate). op(A) is m×k: A[i·lda + l], or
+// A[l·lda + i] with trans_a; op(B) is k×n: B[l·ldb + j], or B[j·ldb + l]
+// with trans_b. Any m, n, k ≥ 0 (each < 2^30) and leading dimensions ≥ the
+// row length; 16-byte loads where a row-contiguous operand allows them
+// (pointer 16-byte aligned and ld % 4 == 0), 4-byte loads otherwise. k = 0
+// writes zeros (or leaves C as it is with accumulate). splits: 0 chooses
+// splits_for(), else that many slices (at most one a k-tile; tests,
+// benchmarks). Throws RuntimeError for bad sizes (one line with the numbers).
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
+          const float* b, int ldb, float* c, int ldc, bool accumulate,
+          Variant variant = Variant::kK8, int splits = 0);
+
+}  // namespace hpmc::gpu::gemm_large
