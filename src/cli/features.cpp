@@ -269,10 +269,6 @@ void refuse_to_replace_features(const std::vector<std::string>& splits, const Fo
                        " with --overwrite, or write elsewhere with --out"));
 }
 
-}  // namespace
-
-namespace {
-
 // features --images: the features of the given image files, converted to the
 // model's input as the config says (session.h image_target); no split is
 // read. The files are features_images.* and names_images.txt.
