@@ -73,6 +73,7 @@
 
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "layers/gpu/cp_async.cuh"
 #include "layers/gpu/scratch.h"
 
 namespace hpmc::gpu::gemm_large {
@@ -103,42 +104,6 @@ constexpr int kPlanSMs = 132;    // split plans assume an H100's SM count on eve
 constexpr int kBlocksPerSM = 2;  // __launch_bounds__ minimum below
 constexpr int kMaxSplits = 16;
 constexpr int kMinTilesPerSplit = 8;
-
-// ---- asynchronous copies (sm_80+; a plain load and store below that) -------------------
-
-__device__ __forceinline__ void cp4(float* dst, const float* src, int bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(bytes)
-               : "memory");
-#else
-  *dst = bytes ? __ldg(src) : 0.f;
-#endif
-}
-
-// 16 bytes, of which the first `bytes` (0, 4, 8, 12 or 16) are read, the rest zero.
-__device__ __forceinline__ void cp16(float* dst, const float* src, int bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes)
-               : "memory");
-#else
-  for (int j = 0; j < 4; ++j) dst[j] = 4 * j < bytes ? __ldg(src + j) : 0.f;
-#endif
-}
-
-__device__ __forceinline__ void cp_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif
-}
 
 // ---- loaders: one ROWS × BK tile of an R × K operand into s[k][row] (row stride S) -----
 //
@@ -175,10 +140,10 @@ struct KLoader {
       for (int h = 0; h < KH; ++h) {
         float* d = s + (h * 8 + kq) * S + tid8() + j * RSTEP;
         if (FULL) {
-          cp4(d, rp + h * 8, 4);
+          copy4(d, rp + h * 8, true);
         } else {
           const bool ok = k0 + h * 8 + kq < K;
-          cp4(d, ok ? rp + h * 8 : p, ok ? 4 : 0);
+          copy4(d, ok ? rp + h * 8 : p, ok);
         }
       }
     }
@@ -210,10 +175,10 @@ struct RVecLoader {
       float* d = s + (kq + i * KSTEP) * S + c;
       const float* q = src + (long long)(i * KSTEP) * ld;
       if (FULL) {
-        cp16(d, q, bytes);
+        copy16_partial(d, q, bytes);
       } else {
         const bool ok = k0 + kq + i * KSTEP < K;
-        cp16(d, ok ? q : p, ok ? bytes : 0);
+        copy16_partial(d, ok ? q : p, ok ? bytes : 0);
       }
     }
   }
@@ -239,10 +204,10 @@ struct RLoader {
     for (int e = 0; e < PE; ++e) {
       float* d = s + (kq + e * KSTEP) * S + r;
       if (FULL) {
-        cp4(d, src, 4);
+        copy4(d, src, true);
       } else {
         const bool ok = k0 + kq + e * KSTEP < K;
-        cp4(d, ok ? src : p, ok ? 4 : 0);
+        copy4(d, ok ? src : p, ok);
       }
       src += step;
     }
@@ -333,9 +298,9 @@ __global__ void __launch_bounds__(C::NT, kBlocksPerSM) gemm_large_kernel(const _
 #pragma unroll
     for (int st = 0; st < S - 1; ++st) {
       if (st < nt) issue(kt0 + st, st);
-      cp_commit();
+      copy_commit();
     }
-    cp_wait<S - 2>();
+    copy_wait<S - 2>();
     __syncthreads();
 
     float fa[2][C::TM], fb[2][C::TN];
@@ -349,7 +314,7 @@ __global__ void __launch_bounds__(C::NT, kBlocksPerSM) gemm_large_kernel(const _
       for (int kk = 0; kk < C::BK; ++kk) {
         if (kk == C::BK - 1) {  // the tile's last k: on to tile i+1
           if (i + 1 < nt) {
-            cp_wait<S - 2>();
+            copy_wait<S - 2>();
             __syncthreads();
             read_frag<C>(sa + nx * C::A_STAGE, sb + nx * C::B_STAGE, 0, ao, bo, fa[0], fb[0]);
           }
@@ -358,7 +323,7 @@ __global__ void __launch_bounds__(C::NT, kBlocksPerSM) gemm_large_kernel(const _
         }
         if (kk == 0) {
           if (i + S - 1 < nt) issue(kt0 + i + S - 1, wr);
-          cp_commit();
+          copy_commit();
         }
 #pragma unroll
         for (int x = 0; x < C::TM; ++x)
@@ -368,7 +333,7 @@ __global__ void __launch_bounds__(C::NT, kBlocksPerSM) gemm_large_kernel(const _
       rd = nx;
       wr = wr + 1 == S ? 0 : wr + 1;
     }
-    cp_wait<0>();  // no copy may still be landing when the block exits
+    copy_wait<0>();  // no copy may still be landing when the block exits
   }
 
   // Epilogue: row m, columns n … n+3 of the block's output.

@@ -53,6 +53,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "layers/gpu/cp_async.cuh"
+
 namespace hpmc::gpu::implicit_detail {
 
 constexpr int kBK = 8;   // k-tile depth, the same for every configuration
@@ -77,61 +79,6 @@ struct Smem {
   float a[Cfg::STAGES][kBK][Cfg::BM + kPad];
   float b[Cfg::STAGES][kBK][Cfg::BN + kPad];
 };
-
-// ---- asynchronous global → shared copies -------------------------------------------
-
-// dst = valid ? *src : 0 (4 bytes). src must be a readable address even when
-// !valid (the hardware reads nothing then, but the address stays in range).
-__device__ __forceinline__ void copy4(float* dst, const float* src, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
-               "r"(valid ? 4 : 0)
-               : "memory");
-#else
-  *dst = valid ? __ldg(src) : 0.f;
-#endif
-}
-
-// dst[0..1] = valid ? src[0..1] : 0; both 8-byte aligned.
-__device__ __forceinline__ void copy8(float* dst, const float* src, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
-               "r"(valid ? 8 : 0)
-               : "memory");
-#else
-  *reinterpret_cast<float2*>(dst) =
-      valid ? __ldg(reinterpret_cast<const float2*>(src)) : make_float2(0.f, 0.f);
-#endif
-}
-
-// dst[0..3] = valid ? src[0..3] : 0; both 16-byte aligned.
-__device__ __forceinline__ void copy16(float* dst, const float* src, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
-#else
-  *reinterpret_cast<float4*>(dst) =
-      valid ? __ldg(reinterpret_cast<const float4*>(src)) : make_float4(0.f, 0.f, 0.f, 0.f);
-#endif
-}
-
-__device__ __forceinline__ void copy_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-// Wait until at most N of this thread's commit groups are still in flight.
-template <int N>
-__device__ __forceinline__ void copy_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif
-}
 
 // ---- how the threads of a block cover one ROWS×BK tile ------------------------
 //
