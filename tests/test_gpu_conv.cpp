@@ -98,17 +98,7 @@ size_t count_nan(const std::vector<float>& v) {
   return n;
 }
 
-// ‖a − ref‖∞ / max(‖ref‖∞, kTiny); infinity if a holds a NaN or the sizes differ.
-double rel_inf_error(const std::vector<float>& a, const std::vector<double>& ref) {
-  if (a.size() != ref.size()) return INFINITY;
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i])) return INFINITY;
-    diff = std::max(diff, std::fabs(double(a[i]) - ref[i]));
-    norm = std::max(norm, std::fabs(ref[i]));
-  }
-  return diff / std::max(norm, kTiny);
-}
+using testing::rel_inf_error;
 
 // Expect `got` within kTol·‖ref‖∞ of ref and fully written.
 void expect_close(const std::vector<float>& got, const std::vector<double>& ref, const char* what,

@@ -35,6 +35,7 @@
 #include "layers/conv_transpose2d_spec.h"
 #include "layers/gpu/conv_transpose2d.h"
 #include "layers/gpu/family.h"
+#include "testing.h"
 
 namespace hpmc {
 namespace {
@@ -48,17 +49,7 @@ using testing::kNaN;
 constexpr double kTol = 1e-5;
 const Family kFamilies[] = {Family::kNaive, Family::kTiled, Family::kIm2col};
 
-// ‖a − ref‖∞ / max(‖ref‖∞, 1e-30); infinity for a NaN or a size mismatch.
-double rel_inf_error(const std::vector<float>& a, const std::vector<double>& ref) {
-  if (a.size() != ref.size()) return INFINITY;
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i])) return INFINITY;
-    diff = std::max(diff, std::fabs(double(a[i]) - ref[i]));
-    norm = std::max(norm, std::fabs(ref[i]));
-  }
-  return diff / std::max(norm, 1e-30);
-}
+using testing::rel_inf_error;
 
 std::vector<double> to_double(const std::vector<float>& v) {
   return std::vector<double>(v.begin(), v.end());

@@ -67,17 +67,7 @@ std::vector<float> host_vector(const Tensor& t) {
   return std::vector<float>(p, p + h.numel());
 }
 
-// ‖a − ref‖∞ / ‖ref‖∞; infinity if a holds a NaN (an element never written).
-double rel_inf_error(const std::vector<float>& a, const std::vector<double>& ref) {
-  if (a.size() != ref.size()) return INFINITY;
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i])) return INFINITY;
-    diff = std::max(diff, std::fabs(double(a[i]) - ref[i]));
-    norm = std::max(norm, std::fabs(ref[i]));
-  }
-  return diff / std::max(norm, 1e-30);
-}
+using testing::rel_inf_error;
 
 // Sets HPMC_GEMM_LARGE for one scope, then restores what was there.
 class EnvScope {

@@ -192,6 +192,19 @@ inline std::vector<double> random_vector(size_t n, Rng& rng, double lo = -1, dou
   return v;
 }
 
+// ‖a − ref‖∞ / max(‖ref‖∞, 1e-30): a GPU result against a double reference;
+// infinity if a holds a NaN (an element never written) or the sizes differ.
+inline double rel_inf_error(const std::vector<float>& a, const std::vector<double>& ref) {
+  if (a.size() != ref.size()) return INFINITY;
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i])) return INFINITY;
+    diff = std::max(diff, std::fabs(double(a[i]) - ref[i]));
+    norm = std::max(norm, std::fabs(ref[i]));
+  }
+  return diff / std::max(norm, 1e-30);
+}
+
 // Runs fn, which must throw a DataError (exit code 4) whose message is one
 // line holding every needle; returns the message ("" after a failure).
 template <typename F>
