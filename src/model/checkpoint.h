@@ -9,7 +9,10 @@
 // follow as "optimizer.<state>.<layer>.<param>": optimizer.momentum.* for sgd
 // with momentum (the names checkpoints have always used), optimizer.m.* and
 // optimizer.v.* for adam and adamw.
-// Metadata (strings): format, hpmc version, config name, impl, seed,
+// The tensors are FP32 in every training.precision (the master weights);
+// a checkpoint trained in bf16 loads, evaluates and resumes in any precision.
+// Metadata (strings): format, hpmc version, config name, impl, precision
+// (for reading, as impl: neither is checked on --resume), seed,
 // batch size, training-set size, input noise and augmentation (their
 // describe(), data/augment.h), epoch, step, global step, the epoch's
 // partial loss sums as exact hex floats, and the optimizer (optimizer: its
