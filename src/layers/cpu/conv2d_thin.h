@@ -72,7 +72,7 @@ inline bool conv2d_thin_applies(const Conv2dShape& sh) {
 // (bf16gemm.h) where the thin kernels still do one, which repays im2col
 // wherever the GEMM has rows enough: the thin path keeps only the layers
 // with few output channels (K ≤ kThinMaxK), whose GEMM would have 1 to 16
-// rows (docs/PERFORMANCE.md has the figures).
+// rows, each packed column of B used for that few multiply-adds.
 inline bool conv2d_thin_applies(const Conv2dShape& sh, Precision prec) {
   return prec == Precision::kBf16 ? sh.R * sh.S > 1 && sh.K <= kThinMaxK
                                   : conv2d_thin_applies(sh);
