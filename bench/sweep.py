@@ -35,6 +35,15 @@ GPU. Points run from the least work to the most, so that a cut loses the
 largest. A point whose memory estimate exceeds the device's free memory (or
 --memory-gb) is skipped, and said so.
 
+--variant NAME:ITEM[,ITEM...] (repeatable) times hpmc once more at each point
+with those environment variables (VAR=VALUE) and config overrides
+(--set=KEY=VALUE), e.g. `--variant layers:HPMC_STEP=layers` (never the
+fused MLP step) or `--variant nofold:--set=training.fold_upsample=false`:
+the A/B data behind hpmc's choice rules. The
+variants get a column each ("hpmc NAME ms"); the targets judge hpmc's default
+only. `--modes none` times no PyTorch mode (hpmc's plans then come from the
+work at 10 TFLOP/s).
+
 Outputs in --out: sweep.md (the table, the points that miss the targets and
 those not measured), sweep.json (every number, the plans, hpmc's reports, the
 machine and the command; rewritten after each point) and sweep.png (made
@@ -260,10 +269,34 @@ def time_pytorch(ref, point, mode, args, deadline):
             torch.cuda.empty_cache()
 
 
-def time_hpmc(point, cfg_path, est_ms, args, env):
+def parse_variant(text):
+    """'NAME:ITEM,ITEM...' -> (name, {VAR: VALUE}, [hpmc args]); an ITEM is VAR=VALUE (an
+    environment variable) or --set=KEY=VALUE (a config override)."""
+    name, sep, spec = text.partition(":")
+    if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        fail(f"--variant {text!r}: expected NAME:VAR=VALUE[,...] or NAME:--set=KEY=VALUE[,...], "
+             "e.g. layers:HPMC_STEP=layers")
+    env, extra = {}, []
+    for item in filter(None, spec.split(",")):
+        if item.startswith("--set="):
+            if "=" not in item[6:]:
+                fail(f"--variant {text!r}: {item!r} is not --set=KEY=VALUE")
+            extra += ["--set", item[6:]]
+            continue
+        var, eq, value = item.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+            fail(f"--variant {text!r}: {item!r} is neither VAR=VALUE nor --set=KEY=VALUE")
+        env[var] = value
+    if not env and not extra:
+        fail(f"--variant {text!r}: nothing after the name")
+    return name, env, extra
+
+
+def time_hpmc(point, cfg_path, est_ms, args, env, extra=()):
     warm, steps = plan_for(est_ms, args)
     cmd = [args.hpmc, "bench", cfg_path, "--impl", args.impl, "--batch", str(point["batch"]),
-           "--warmup", str(warm), "--steps", str(steps), "--repeats", str(args.repeats)]
+           "--warmup", str(warm), "--steps", str(steps), "--repeats", str(args.repeats),
+           *extra]
     r = {"command": " ".join(cmd), "plan": {"warmup": warm, "steps": steps,
                                             "repeats": args.repeats}}
     try:
@@ -315,7 +348,9 @@ def markdown(report):
     first += (f"; hpmc `--impl {args['impl']}`; medians of {args['repeats']} runs; "
               f"`{report['command']}`")
     lines = [first, ""]
+    variants = [v["name"] for v in args.get("variants", [])]
     head = ["point", "GFLOP/step", "hpmc ms", "hpmc step", "hpmc % peak"]
+    head += [f"hpmc {v} ms" for v in variants]
     head += [f"{PT_NAMES.get(md, md)} ms" for md in modes] + [f"× {PT_NAMES.get(md, md)}"
                                                             for md in modes] + ["targets"]
     text = {"point", "hpmc step", "targets"}
@@ -330,6 +365,10 @@ def markdown(report):
                  f"{h['ms_per_step']:.4g}" if "ms_per_step" in h else "failed",
                  short_step(h.get("path", "")),
                  f"{100 * h['peak_frac']:.1f}" if h.get("peak_frac") is not None else "-"]
+        for v in variants:
+            r = p.get("variants", {}).get(v, {})
+            cells.append(f"{r['ms_per_step']:.4g}" if "ms_per_step" in r else
+                         ("failed" if r else "-"))
         for md in modes:
             r = p.get("pytorch", {}).get(md, {})
             cells.append(f"{r['ms']:.4g}" if "ms" in r else "-")
@@ -343,9 +382,17 @@ def markdown(report):
                   f"step is under {args['launch_bound_ms']:g} ms, at most 0.5× that step. "
                   "% peak: hpmc's FLOP/s (its count: with the upsample fold on the GPU, what "
                   "runs) over the device's FP32 peak."]
+    for v in args.get("variants", []):
+        how = [f"`{k}={val}`" for k, val in v["env"].items()]
+        how += [f"`--set {a}`" for a in v.get("args", [])[1::2]]
+        lines.append(f"hpmc {v['name']}: hpmc run with " + " ".join(how)
+                     + " (not judged against the targets).")
     missed = [p for p in report["points"] if p.get("misses")]
-    lines += ["", f"**Points that miss the targets ({len(missed)}):**" if missed
-              else "**Every measured point meets the targets.**"]
+    if not modes:
+        lines += ["", "**No PyTorch mode was timed (--modes none): no target is judged.**"]
+    else:
+        lines += ["", f"**Points that miss the targets ({len(missed)}):**" if missed
+                  else "**Every measured point meets the targets.**"]
     for p in sorted(missed, key=lambda p: order.get(p["id"], len(order))):
         h = p["hpmc"]["ms_per_step"]
         lines.append(f"* {p['id']} (hpmc {h:.4g} ms, {short_step(p['hpmc'].get('path', ''))}): "
@@ -355,6 +402,9 @@ def markdown(report):
         why = [p["skipped"]] if "skipped" in p else []
         if "hpmc" in p and "error" in p["hpmc"]:
             why.append(f"hpmc: {p['hpmc']['error']}")
+        for v, r in p.get("variants", {}).items():
+            if "error" in r:
+                why.append(f"hpmc {v}: {r['error']}")
         for md, r in p.get("pytorch", {}).items():
             if "error" in r:
                 why.append(f"{PT_NAMES.get(md, md)}: {r['error']}")
@@ -362,9 +412,17 @@ def markdown(report):
             incomplete.append(f"* {p['id']}: " + "; ".join(why))
     if incomplete:
         lines += ["", f"**Not measured or incomplete ({len(incomplete)}):**"] + incomplete
-    steps = sorted({p["hpmc"]["path"] for p in report["points"] if p.get("hpmc", {}).get("path")})
+    # The step lines, numbers masked, with how many points said each.
+    steps = {}
+    for p in report["points"]:
+        path = p.get("hpmc", {}).get("path")
+        if path:
+            key = re.sub(r"\b\d+(?:\.\d+)?(?:e[+-]?\d+)?\b", "N", path)
+            steps[key] = steps.get(key, 0) + 1
     if steps:
-        lines += ["", "hpmc's step strategies: " + "; ".join(f"\"{s}\"" for s in steps) + "."]
+        lines += ["", "hpmc's step strategies (numbers masked as N): " +
+                  "; ".join(f"\"{s}\" ({n} point{'s' if n > 1 else ''})"
+                            for s, n in sorted(steps.items())) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -415,10 +473,16 @@ def main():
     ap.add_argument("--launch-bound-ms", type=float, default=0.3,
                     help="PyTorch CUDA-graph steps under this are launch-bound (target 0.5x)")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads for both frameworks")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:ITEM,...",
+                    help="also time hpmc with these environment variables (VAR=VALUE) and "
+                         "config overrides (--set=KEY=VALUE); repeatable")
     args = ap.parse_args()
     args.impl = args.impl or ("im2col" if args.device == "cuda" else "cpu")
     args.modes = [m for m in (args.modes or ("fp32,default,graph" if args.device == "cuda"
-                                             else "fp32")).split(",") if m]
+                                             else "fp32")).split(",") if m and m != "none"]
+    args.variants = [parse_variant(v) for v in args.variant]
+    if len({v[0] for v in args.variants}) != len(args.variants):
+        fail("--variant: two variants with one name")
     if args.run_ms is None:
         args.run_ms = 40.0 if args.device == "cuda" else 30.0
     for name in ("repeats", "run_ms", "point_budget_s", "budget_s"):
@@ -479,7 +543,8 @@ def main():
                      "run_ms": args.run_ms, "point_budget_s": args.point_budget_s,
                      "budget_s": args.budget_s, "memory_limit_bytes": limit,
                      "memory_limit_from": limit_from, "launch_bound_ms": args.launch_bound_ms,
-                     "threads": args.threads, "lr": LR},
+                     "threads": args.threads, "lr": LR,
+                     "variants": [{"name": n, "env": e, "args": a} for n, e, a in args.variants]},
         "grid_order": [p["id"] for p in points],
         "configs": {},
         "points": [],
@@ -511,6 +576,9 @@ def main():
             est = min(times) if times else p["work_flops"] / (1e10 if args.device == "cuda"
                                                               else 5e7)
             p["hpmc"] = time_hpmc(p, cfg_path, est, args, env)
+            if args.variants:
+                p["variants"] = {n: time_hpmc(p, cfg_path, est, args, {**env, **e}, a)
+                                 for n, e, a in args.variants}
             judge(p, args)
             h = p["hpmc"].get("ms_per_step")
             pts = ", ".join(f"{m} {r['ms']:.4g}" if "ms" in r else f"{m} failed"
@@ -518,6 +586,8 @@ def main():
             ratios = ", ".join(f"{r:.2f}x {m}" for m, r in p["ratios"].items())
             print(f"[{i}/{len(todo)} {time.perf_counter() - t_start:5.0f} s] {p['id']}: hpmc "
                   + (f"{h:.4g} ms ({short_step(p['hpmc'].get('path', ''))})" if h else "failed")
+                  + "".join(f"; {n} " + (f"{r['ms_per_step']:.4g} ms" if "ms_per_step" in r
+                                         else "failed") for n, r in p.get("variants", {}).items())
                   + f"; PyTorch ms: {pts}" + (f"; {ratios}" if ratios else "")
                   + (" MISSED" if p["misses"] else ""), flush=True)
             write_outputs(report, args.out, final=False)

@@ -474,13 +474,16 @@ TEST_P(GpuConvLinearSweep, EveryFamilyMatchesCpuReference) {
 }
 
 // The MLP's three layers at batch 64, then odd ones: batch 1, 7→5, sizes
-// that are multiples of no tile, no bias.
+// that are multiples of no tile, no bias, large batches into few features.
 INSTANTIATE_TEST_SUITE_P(
     GpuConvLinearShapes, GpuConvLinearSweep,
     ::testing::Values(LinearCase{64, 784, 320}, LinearCase{64, 320, 160}, LinearCase{64, 160, 10},
                       LinearCase{1, 7, 5}, LinearCase{1, 784, 320}, LinearCase{5, 7, 5},
                       LinearCase{33, 17, 40}, LinearCase{3, 7, 5, false},
-                      LinearCase{70, 35, 1, false}),
+                      LinearCase{70, 35, 1, false},
+                      // long reductions over the batch (split-K weight gradients, the
+                      // bias gradient's row groups): batches that are multiples of nothing
+                      LinearCase{4099, 33, 10}, LinearCase{1031, 70, 3}),
     [](const ::testing::TestParamInfo<LinearCase>& p) { return p.param.name(); });
 
 TEST(GpuConvLinearLayer, ParamGradsAccumulateAndDxIsOverwritten) {
@@ -553,8 +556,11 @@ TEST(GpuConvGemm, EveryTransposeAndAccumulateMatchesDoubleReference) {
   struct Size {
     int m, n, k;
   };
-  // Odd sizes, a k past several 16-wide steps, k < one tile, a single row / column.
-  const Size sizes[] = {{37, 23, 45}, {1, 19, 70}, {40, 1, 5}, {17, 33, 16}, {5, 7, 1}};
+  // Odd sizes, a k past several 16-wide steps, k < one tile, a single row / column;
+  // then long reductions into few outputs, which the implicit engine splits over k
+  // (implicit_plan.h, choose_gemm_splits: k 1000 → 14 slices, 517 → 8, 2051 → 16).
+  const Size sizes[] = {{37, 23, 45}, {1, 19, 70}, {40, 1, 5},      {17, 33, 16},
+                        {5, 7, 1},    {37, 23, 1000}, {3, 129, 517}, {130, 5, 2051}};
   Rng rng(77);
   for (const auto& fam : fams)
     for (const Size& sz : sizes)

@@ -69,24 +69,9 @@ std::vector<float> host_vector(const Tensor& t) {
 
 using testing::rel_inf_error;
 
-// Sets HPMC_GEMM_LARGE for one scope, then restores what was there.
-class EnvScope {
- public:
-  explicit EnvScope(const char* value) {
-    const char* old = std::getenv("HPMC_GEMM_LARGE");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value) setenv("HPMC_GEMM_LARGE", value, 1);
-    else unsetenv("HPMC_GEMM_LARGE");
-  }
-  ~EnvScope() {
-    if (had_) setenv("HPMC_GEMM_LARGE", old_.c_str(), 1);
-    else unsetenv("HPMC_GEMM_LARGE");
-  }
-
- private:
-  bool had_ = false;
-  std::string old_;
+// HPMC_GEMM_LARGE for one scope.
+struct EnvScope : testing::EnvScope {
+  explicit EnvScope(const char* value) : testing::EnvScope("HPMC_GEMM_LARGE", value) {}
 };
 
 // One product's inputs: logical op(A) m×k and op(B) k×n, C0 (m×n), and the
@@ -291,8 +276,9 @@ TEST(GpuGemmLarge, ShapeRuleKeepsTheShippedMlpOnTheImplicitEngine) {
   EXPECT_EQ(gl::splits_for(128, 128, 40, 8), 1);      // 5 k-tiles: too few to split
 
   {
-    EnvScope env(nullptr);  // opt-in: off when unset
-    EXPECT_FALSE(gl::use_large(4096, 4096, 4096));
+    EnvScope env(nullptr);  // unset: the rule
+    EXPECT_TRUE(gl::use_large(4096, 4096, 4096));
+    EXPECT_FALSE(gl::use_large(64, 320, 784));
   }
   {
     EnvScope env("auto");
@@ -327,12 +313,12 @@ TEST(GpuGemmLarge, BitIdenticalToTheImplicitEngineWithoutSplitAndRepeatable) {
   // 1536²·64 ≥ 2^27, so the rule routes it here.
   const Problem p(1536, 1536, 64, 77);
   ASSERT_TRUE(gl::applies(p.m, p.n, p.k));
-  ASSERT_EQ(gl::splits_for(p.m, p.n, p.k, 8), 1);
+  ASSERT_EQ(gl::splits_for(p.m, p.n, p.k, 16), 1);
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb)
       for (int acc = 0; acc < 2; ++acc) {
         SCOPED_TRACE(str(ta ? "At" : "A", tb ? " Bt" : " B", acc ? " accumulate" : ""));
-        Outcome old_r, new_r, k16;
+        Outcome old_r, new_r, k8;
         {
           EnvScope env("0");
           old_r = run_product(p, ta, tb, acc, true, gpu::implicit::gemm);
@@ -341,17 +327,17 @@ TEST(GpuGemmLarge, BitIdenticalToTheImplicitEngineWithoutSplitAndRepeatable) {
           EnvScope env("auto");
           new_r = run_product(p, ta, tb, acc, true, gpu::implicit::gemm);
         }
-        k16 = run_product(p, ta, tb, acc, false,
+        k8 = run_product(p, ta, tb, acc, false,
                           [](bool a_t, bool b_t, int m, int n, int k, const float* a, int lda,
                              const float* b, int ldb, float* c, int ldc, bool ac) {
                             gl::gemm(a_t, b_t, m, n, k, a, lda, b, ldb, c, ldc, ac,
-                                     gl::Variant::kK16, 1);
+                                     gl::Variant::kK8, 1);
                           });
         EXPECT_LE(rel_inf_error(new_r.c, expected(p, acc)), kTol);
         EXPECT_EQ(std::memcmp(old_r.c.data(), new_r.c.data(), new_r.c.size() * sizeof(float)), 0)
             << "implicit engine vs large engine";
-        EXPECT_EQ(std::memcmp(k16.c.data(), new_r.c.data(), new_r.c.size() * sizeof(float)), 0)
-            << "K16 vs K8 tiles";
+        EXPECT_EQ(std::memcmp(k8.c.data(), new_r.c.data(), new_r.c.size() * sizeof(float)), 0)
+            << "K8 vs the default K16 tiles";
       }
   // Split-K (1000×257: 16 blocks → 16 slices of k = 1000): twice the same bits.
   const Problem q(1000, 257, 1000, 78);

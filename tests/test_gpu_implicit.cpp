@@ -1133,6 +1133,20 @@ TEST(ImplicitPlan, TileChoices) {
   EXPECT_EQ(choose_tile(20, 2304, 8, sms), Tile::kThinM);
   EXPECT_EQ(choose_tile(33, 33, 1, sms), Tile::kS);
   EXPECT_EQ(choose_tile(5, 9, 1, sms), Tile::kThinN);
+  // The plain GEMM's split-K (choose_gemm_splits): only below one block per SM,
+  // slices of at least 8 k-tiles, at most 16; the slices cover every k-tile once.
+  choose_gemm_splits(10, 128, int(tiles(4096, 8)), 16, 128, splits, tps);  // 10-class dW, b4096
+  EXPECT_EQ(splits, 16);
+  EXPECT_EQ(tps, 32);
+  choose_gemm_splits(16, 128, int(tiles(784, 8)), 16, 128, splits, tps);  // batch-16 forward
+  EXPECT_EQ(splits, 11);  // 98 k-tiles: ⌊98/8⌋ = 12 wanted, 9 a slice
+  EXPECT_EQ(tps, 9);
+  EXPECT_GT(splits * tps, 97);
+  EXPECT_LE((splits - 1) * tps, 97);
+  choose_gemm_splits(4096, 4096, 512, 128, 128, splits, tps);  // 1024 blocks: no split
+  EXPECT_EQ(splits, 1);
+  choose_gemm_splits(37, 23, 0, 128, 16, splits, tps);  // k = 0
+  EXPECT_EQ(splits, 1);
 }
 
 // The CIFAR autoencoder at batch 64 (conv1 … conv4; conv5 is thin): which

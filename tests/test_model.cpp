@@ -9,8 +9,10 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/profiler.h"
+#include "model/fused_step.h"
 #include "model/model.h"
 #include "model/registry.h"
+#include "model/step_strategy.h"
 #include "model/trainer.h"
 #include "testing.h"
 
@@ -421,6 +423,94 @@ TEST(Model, ModeFollowsTrainingStepsAndEvaluation) {
   d.num_classes = 10;
   evaluate(*m, d, 2);
   for (const LayerPtr& l : m->layers()) EXPECT_FALSE(l->mode().training) << l->name();
+}
+
+
+// ---- the fused MLP step's cost rule (model/fused_step.h) and HPMC_STEP -----------------
+
+const char* kMnistMlp = R"(name: mlp
+data: {format: mnist}
+model:
+  loss: softmax_cross_entropy
+  layers:
+    - {name: flat, type: flatten}
+    - {name: fc1, type: linear, out_features: 320}
+    - {name: relu1, type: relu}
+    - {name: fc2, type: linear, out_features: 160}
+    - {name: relu2, type: relu}
+    - {name: fc3, type: linear, out_features: 10}
+)";
+
+TEST(StepChoice, CountsTheLinearLayersFlopsAsBenchDoes) {
+  auto m = build(kMnistMlp, kMnist);
+  int layers = 0;
+  // 2·64·(784·320·2 + 320·160·3 + 160·10·3): no input gradient for fc1.
+  EXPECT_EQ(fused_step_flops(*m, 64, &layers), 84500480.0);
+  EXPECT_EQ(layers, 3);
+  // The same count as `hpmc bench` (forward_flops + backward_flops, fc1 without dx).
+  double bench = 0;
+  bool first = true;
+  for (const auto& l : m->layers()) {
+    const Shape in = l->input_shape().with_batch(64);
+    bench += l->forward_flops(in) + l->backward_flops(in, !first && l->forward_flops(in) > 0);
+    if (l->forward_flops(in) > 0) first = false;
+  }
+  EXPECT_EQ(fused_step_flops(*m, 64), bench);
+  auto ae = build(kAe, kCifar);
+  EXPECT_EQ(fused_step_flops(*ae, 64, &layers), 0.0);
+  EXPECT_EQ(layers, 0);
+}
+
+TEST(StepChoice, TheFusedStepUpToHalfAGflopALayer) {
+  auto m = build(kMnistMlp, kMnist);
+  // 1,320,320 FLOP a sample: 3 layers · 0.5 GFLOP allow batches up to 1136.
+  EXPECT_EQ(fused_step_cost_refusal(*m, 64), "");
+  EXPECT_EQ(fused_step_cost_refusal(*m, 1136), "");
+  const std::string why = fused_step_cost_refusal(*m, 1137);
+  EXPECT_EQ(why,
+            "at batch 1137 a step is 1.5 GFLOP over 3 linear layers, above the 0.5 GFLOP a layer "
+            "where layer by layer is the faster (docs/PERFORMANCE.md#step-choice; "
+            "HPMC_STEP=fused overrides)");
+  // Two wide layers: 1 GFLOP allowed.
+  auto wide = build(R"(name: wide
+data: {format: mnist}
+model:
+  loss: softmax_cross_entropy
+  layers: [{type: flatten}, {type: linear, out_features: 4096}, {type: relu},
+           {type: linear, out_features: 10}]
+)",
+                    kMnist);
+  // 784·4096·4 + 4096·10·6 = 13,090,816 FLOP a sample: 76 fit in 1 GFLOP, 77 do not.
+  EXPECT_EQ(fused_step_cost_refusal(*wide, 76), "");
+  EXPECT_NE(fused_step_cost_refusal(*wide, 77), "");
+}
+
+TEST(StepChoice, HpmcStepOverridesTheRuleAndRejectsOtherValues) {
+  {
+    testing::EnvScope env("HPMC_STEP", nullptr);
+    EXPECT_EQ(step_choice_from_env(), StepChoice::kAuto);
+  }
+  {
+    testing::EnvScope env("HPMC_STEP", "auto");
+    EXPECT_EQ(step_choice_from_env(), StepChoice::kAuto);
+  }
+  {
+    testing::EnvScope env("HPMC_STEP", "fused");
+    EXPECT_EQ(step_choice_from_env(), StepChoice::kFused);
+  }
+  {
+    testing::EnvScope env("HPMC_STEP", "layers");
+    EXPECT_EQ(step_choice_from_env(), StepChoice::kLayers);
+  }
+  {
+    testing::EnvScope env("HPMC_STEP", "fast");
+    try {
+      step_choice_from_env();
+      FAIL() << "HPMC_STEP=fast accepted";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("HPMC_STEP=fast: expected auto", 0), 0u) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -226,4 +226,28 @@ std::string expect_data_error(F&& fn, const std::vector<std::string>& needles) {
   return "";
 }
 
+// Sets (value) or unsets (nullptr) an environment variable for one scope,
+// then restores what was there.
+class EnvScope {
+ public:
+  EnvScope(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~EnvScope() {
+    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+  EnvScope(const EnvScope&) = delete;
+  EnvScope& operator=(const EnvScope&) = delete;
+
+ private:
+  std::string name_;
+  bool had_ = false;
+  std::string old_;
+};
+
 }  // namespace hpmc::testing

@@ -2,6 +2,7 @@
 #include "model/fused_step.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
@@ -102,6 +103,35 @@ std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
   if (std::string o = fused_optimizer_refusal(cfg); !o.empty()) return o;
   if (!gpu::mlp_step_supported(&why)) return why;
   return "";
+}
+
+double fused_step_flops(const Model& model, int batch, int* linear_layers) {
+  std::string why;
+  const auto linears = mlp_linears(model, &why);
+  double flops = 0;
+  for (size_t i = 0; i < linears.size(); ++i) {
+    const Layer* l = linears[i];
+    const double macs = double(batch) * l->input_shape().per_sample() *
+                        l->output_shape(l->input_shape()).per_sample();
+    flops += 2 * macs * (i == 0 ? 2 : 3);  // the first layer has no input gradient
+  }
+  if (linear_layers) *linear_layers = int(linears.size());
+  return flops;
+}
+
+std::string fused_step_cost_refusal(const Model& model, int batch) {
+  int layers = 0;
+  const double flops = fused_step_flops(model, batch, &layers);
+  if (flops <= kFusedStepMaxFlopsPerLayer * layers) return "";
+  const auto gflop = [](double f) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", f / 1e9);
+    return std::string(buf);
+  };
+  return str("at batch ", batch, " a step is ", gflop(flops), " GFLOP over ", layers,
+             " linear layers, above the ", gflop(kFusedStepMaxFlopsPerLayer),
+             " GFLOP a layer where layer by layer is the faster (docs/PERFORMANCE.md#step-choice; "
+             "HPMC_STEP=fused overrides)");
 }
 
 FusedStep::FusedStep(Model& model, Optimizer& opt, const TrainingConfig& cfg, int max_batch)

@@ -39,6 +39,27 @@ std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
 // why the fused kernel cannot apply cfg's update, or "".
 std::string fused_optimizer_refusal(const TrainingConfig& cfg);
 
+// The cost rule: the fused step only up to kFusedStepMaxFlopsPerLayer of
+// work a step per linear layer (the FLOP of their products at the largest
+// batch, as `hpmc bench` counts them: forward and weight gradient, and the
+// input gradient but for the first layer's). Layer by layer pays a fixed
+// ~0.05 ms per linear layer (its kernels and their launches) and then runs its
+// products at up to 70% of the FP32 peak (the implicit engine with split-K,
+// the large GEMM engine); the fused step pays ~0.01 ms per layer but reaches
+// 10–15% on large products — so the crossover grows with the depth. Measured
+// over the 90 MLP points of bench/sweep.py on an NVIDIA H200 (2026-11-27,
+// docs/PERFORMANCE.md#step-choice, HPMC_STEP=fused against HPMC_STEP=layers
+// at every point): any threshold from 0.42 to 0.56 GFLOP a layer puts 87 of
+// the 90 points on the faster side and loses at most 5.5% at the other three;
+// a threshold on the whole step's work could not do better than 3 points
+// losing up to 39% (the deep, narrow mlp-512x4-b256).
+constexpr double kFusedStepMaxFlopsPerLayer = 0.5e9;
+// The linear layers' FLOP a step at `batch`, counted as above, and how many
+// linear layers there are (0 and 0 for a model the fused step cannot run).
+double fused_step_flops(const Model& model, int batch, int* linear_layers = nullptr);
+// Why layer by layer is expected to be the faster for `model` at `batch`, or "".
+std::string fused_step_cost_refusal(const Model& model, int batch);
+
 class FusedStep : public StepStrategy {
  public:
   // The fused step for batches up to max_batch, updating the model's

@@ -2,6 +2,9 @@
 // and the fused step (step_strategy.h).
 #include "model/step_strategy.h"
 
+#include <cstdlib>
+
+#include "core/error.h"
 #include "model/batches.h"
 #include "model/fused_step.h"
 
@@ -28,11 +31,27 @@ class LayerByLayerStep : public StepStrategy {
 
 }  // namespace
 
+StepChoice step_choice_from_env() {
+  const char* env = std::getenv("HPMC_STEP");
+  const std::string want = env ? env : "";
+  if (want.empty() || want == "auto") return StepChoice::kAuto;
+  if (want == "fused") return StepChoice::kFused;
+  if (want == "layers") return StepChoice::kLayers;
+  throw UsageError(str("HPMC_STEP=", want,
+                       ": expected auto (the fused step where it fits and is the faster, as when "
+                       "unset), fused (wherever it fits) or layers (never)"));
+}
+
 std::unique_ptr<StepStrategy> choose_step_strategy(Model& model, Optimizer& opt,
                                                    const TrainingConfig& cfg,
                                                    const BatchFeeder& feed,
                                                    LayerStepFn layer_step) {
-  const std::string refusal = fused_step_refusal(model, cfg, feed.data());
+  const StepChoice choice = step_choice_from_env();
+  std::string refusal = choice == StepChoice::kLayers
+                            ? "HPMC_STEP=layers"
+                            : fused_step_refusal(model, cfg, feed.data());
+  if (refusal.empty() && choice == StepChoice::kAuto)
+    refusal = fused_step_cost_refusal(model, feed.max_batch());
   if (refusal.empty()) return std::make_unique<FusedStep>(model, opt, cfg, feed.max_batch());
   return std::make_unique<LayerByLayerStep>(std::move(layer_step), refusal);
 }

@@ -9,7 +9,11 @@
 //                   an update the kernel can apply
 //
 // choose_step_strategy takes the fused step where fused_step_refusal() finds
-// nothing against it, and trains layer by layer otherwise, saying why. Both
+// nothing against it and fused_step_cost_refusal() does not expect layer by
+// layer to be faster, and trains layer by layer otherwise, saying why.
+// HPMC_STEP in the environment overrides the cost rule, for A/B timings:
+// auto (or unset) as above, fused (wherever the fused step fits), layers
+// (never fused). Both
 // read and write the same parameter, gradient and momentum buffers, so
 // checkpoints, evaluation and resuming do not care which one ran.
 #pragma once
@@ -41,6 +45,10 @@ class StepStrategy {
   virtual void run(BatchFeeder& feed, int begin, int n, Tensor& acc, double lr,
                    Profiler* prof) = 0;
 };
+
+enum class StepChoice { kAuto, kFused, kLayers };
+// HPMC_STEP's value (UsageError, one line, for anything else).
+StepChoice step_choice_from_env();
 
 // A layer-by-layer step on order[begin, begin + n) of the feeder: gather,
 // augment, forward, loss, backward, update (Trainer::train_layers).

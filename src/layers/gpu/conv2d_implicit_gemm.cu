@@ -1115,16 +1115,29 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int l
     gemm_large::gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
     return;
   }
-  const MatOut e = make_mat_out(c, ldc, 0, m, n, accumulate);
-  with_tile(pick_tile(m, n, 1), [&](auto cfg) {
+  const Tile t = pick_tile(m, n, 1);
+  int splits = 1, tps = 1;
+  choose_gemm_splits(m, n, ktiles_of(k), tile_bm(t), tile_bn(t), splits, tps);
+  // With split-K each slice writes its m×n partial product to the scratch
+  // (row stride n, slices 4-float aligned) and splitk_mat_kernel sums them into c.
+  const long long stride = ((long long)m * n + 3) / 4 * 4;
+  float* ws = splits > 1 ? scratch().get(size_t(stride) * splits) : nullptr;
+  const MatOut e = splits > 1 ? make_mat_out(ws, n, stride, m, n, false)
+                              : make_mat_out(c, ldc, 0, m, n, accumulate);
+  with_tile(t, [&](auto cfg) {
     using Cfg = decltype(cfg);
-    const dim3 grid = grid_of<Cfg>(m, n, 1);
-    if (trans_a && trans_b) gemm_kernel<Cfg, true, true><<<grid, Cfg::NT>>>(m, n, k, a, lda, b, ldb, e);
-    else if (trans_a) gemm_kernel<Cfg, true, false><<<grid, Cfg::NT>>>(m, n, k, a, lda, b, ldb, e);
-    else if (trans_b) gemm_kernel<Cfg, false, true><<<grid, Cfg::NT>>>(m, n, k, a, lda, b, ldb, e);
-    else gemm_kernel<Cfg, false, false><<<grid, Cfg::NT>>>(m, n, k, a, lda, b, ldb, e);
+    const dim3 grid = grid_of<Cfg>(m, n, splits);
+    if (trans_a && trans_b) gemm_kernel<Cfg, true, true><<<grid, Cfg::NT>>>(m, n, k, a, lda, b, ldb, e, tps);
+    else if (trans_a) gemm_kernel<Cfg, true, false><<<grid, Cfg::NT>>>(m, n, k, a, lda, b, ldb, e, tps);
+    else if (trans_b) gemm_kernel<Cfg, false, true><<<grid, Cfg::NT>>>(m, n, k, a, lda, b, ldb, e, tps);
+    else gemm_kernel<Cfg, false, false><<<grid, Cfg::NT>>>(m, n, k, a, lda, b, ldb, e, tps);
     HPMC_CUDA_LAUNCH_CHECK("implicit gemm");
   });
+  if (splits > 1) {
+    splitk_mat_kernel<<<grid_stride_blocks((long long)m * n), 256>>>(ws, splits, stride, m, n, c,
+                                                                      ldc, accumulate);
+    HPMC_CUDA_LAUNCH_CHECK("implicit gemm split-K sum");
+  }
 }
 
 }  // namespace implicit

@@ -451,12 +451,12 @@ bool applies(long long m, long long n, long long k) {
 bool use_large(long long m, long long n, long long k) {
   const char* env = std::getenv("HPMC_GEMM_LARGE");
   const std::string want = env ? env : "";
-  if (want == "auto") return applies(m, n, k);
-  if (want.empty() || want == "0") return false;
+  if (want.empty() || want == "auto") return applies(m, n, k);
+  if (want == "0") return false;
   if (want == "1") return true;
   throw UsageError(str("HPMC_GEMM_LARGE=", want,
-                       ": expected 0 (the implicit engine for every product, as when unset), 1 "
-                       "(the large engine for every product) or auto (the shape rule)"));
+                       ": expected auto (the shape rule, as when unset), 0 (the implicit engine "
+                       "for every product) or 1 (the large engine for every product)"));
 }
 
 int splits_for(long long m, long long n, long long k, int bk) {

@@ -570,16 +570,19 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
 }
 
 // op(A)(m,k) = TA ? a[k·lda + m] : a[m·lda + k];
-// op(B)(k,n) = TB ? b[n·ldb + k] : b[k·ldb + n].
+// op(B)(k,n) = TB ? b[n·ldb + k] : b[k·ldb + n]. Slice blockIdx.z takes k-tiles
+// [z·tps, (z+1)·tps) (tps ≥ all k-tiles: no split).
 template <class Cfg, bool TA, bool TB>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
     gemm_kernel(int M, int N, int K, const float* __restrict__ A, int lda,
-                const float* __restrict__ B, int ldb, const __grid_constant__ MatOut epi) {
+                const float* __restrict__ B, int ldb, const __grid_constant__ MatOut epi, int tps) {
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
   MatLoader<Cfg::BM, Cfg::NT, TA> al(A, M, K, TA ? 1 : lda, TA ? lda : 1, m0, tid);
   MatLoader<Cfg::BN, Cfg::NT, !TB> bl(B, N, K, TB ? ldb : 1, TB ? 1 : ldb, n0, tid);
-  run_tile<Cfg>(al, bl, 0, ktiles_of(K), epi, m0, n0);
+  int kt0, kt1;
+  slice_range(ktiles_of(K), tps, kt0, kt1);
+  run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
 }
 
 // The tap-major weight layouts, from w[ko][c][rs]:
@@ -608,6 +611,22 @@ __global__ void __launch_bounds__(256)
     double s = 0.0;
     for (int z = 0; z < splits; ++z) s += (double)ws[(long long)z * count + i];
     dw[i] = (float)((double)dw[i] + s);
+  }
+}
+
+// c[i][j] = (accumulate ? c[i][j] : 0) + Σ_{z ascending} ws[z·stride + i·n + j], in
+// double, rounded once: the plain GEMM's split-K slices.
+__global__ void __launch_bounds__(256)
+    splitk_mat_kernel(const float* __restrict__ ws, int splits, long long stride, int m, int n,
+                      float* __restrict__ c, long long ldc, bool accumulate) {
+  const long long count = (long long)m * n;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += (long long)gridDim.x * blockDim.x) {
+    double s = 0.0;
+    for (int z = 0; z < splits; ++z) s += (double)ws[(long long)z * stride + i];
+    const long long row = i / n;
+    float* o = c + row * ldc + (i - row * n);
+    *o = (float)((accumulate ? (double)*o : 0.0) + s);
   }
 }
 

@@ -163,6 +163,22 @@ inline void choose_out_splits(long long M, long long N, int ktiles, int& splits,
   split_plan(want, ktiles, kWideMinTiles, kMaxOutSplits, splits, tps);
 }
 
+// Split-K for the plain GEMM (implicit::gemm: the Linear layer's products
+// below the large engine's rule), from the shape alone: when the tiles of
+// choose_tile's pick (bm × bn) give fewer blocks than kPlanSMs — a small
+// output over a long reduction, such as a 10-class layer's weight gradient at
+// batch 4096 or a batch-16 forward — ⌊2·kPlanSMs / blocks⌋ slices of at least
+// kMinTilesPerSplit k-tiles, at most kMaxGemmSplits; the slices' partial
+// products are summed in double by a second pass. Otherwise none.
+constexpr int kMaxGemmSplits = 16;
+
+inline void choose_gemm_splits(long long M, long long N, int ktiles, int bm, int bn, int& splits,
+                               int& tps) {
+  const long long blocks = std::max(1ll, tiles(M, bm) * tiles(N, bn));
+  const long long want = blocks < kPlanSMs ? 2 * kPlanSMs / blocks : 1;
+  split_plan(want, ktiles, kMinTilesPerSplit, kMaxGemmSplits, splits, tps);
+}
+
 // The tap-major mappings (GEMM_K = (r, s, channel), the channel fastest; see
 // conv2d_implicit_gemm.cu): forward when C % 8 == 0 (each k-tile of 8 lies in
 // one tap) and K % 4 == 0 (the re-laid-out weights are read 16 bytes at a

@@ -1,5 +1,5 @@
 // linear.cu — LinearGPU: the family's gemm for the three products, plus two
-// small kernels of its own for the bias (one thread per output feature).
+// small kernels of its own for the bias.
 #include <cuda_runtime.h>
 
 #include "core/cuda_check.h"
@@ -20,16 +20,28 @@ __global__ void broadcast_bias_kernel(int batch, int out, const float* __restric
     y[i] = b[i % size_t(out)];
 }
 
-// db[o] += Σ_n dy[n, o], n in order 0..batch−1 (one thread per feature o;
-// consecutive threads read consecutive addresses).
-__global__ void bias_grad_kernel(int batch, int out, const float* __restrict__ dy,
-                                 float* __restrict__ db) {
-  for (size_t o = size_t(blockIdx.x) * blockDim.x + threadIdx.x; o < size_t(out);
-       o += size_t(gridDim.x) * blockDim.x) {
-    float acc = 0.f;
-    for (int n = 0; n < batch; ++n) acc += dy[size_t(n) * out + o];
-    db[o] += acc;
+// db[o] += Σ_n dy[n, o]. A block of kBiasCols × kBiasRows threads takes
+// kBiasCols consecutive features (a warp reads 128 consecutive bytes of a row);
+// thread row r sums rows r, r + kBiasRows, … in order, then the kBiasRows
+// partial sums are added pairwise in shared memory in a fixed tree. The order
+// depends on the batch size only, so the bits do not depend on the launch. (One
+// thread per feature summing the whole batch left the GPU idle: a 10-feature
+// layer at batch 4096 spent 0.2 ms here.)
+constexpr int kBiasCols = 32, kBiasRows = 32;
+__global__ void __launch_bounds__(kBiasCols* kBiasRows)
+    bias_grad_kernel(int batch, int out, const float* __restrict__ dy, float* __restrict__ db) {
+  __shared__ float part[kBiasRows][kBiasCols + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int o = blockIdx.x * kBiasCols + tx;
+  float acc = 0.f;
+  if (o < out)
+    for (int n = ty; n < batch; n += kBiasRows) acc += dy[size_t(n) * out + o];
+  part[ty][tx] = acc;
+  for (int half = kBiasRows / 2; half > 0; half /= 2) {
+    __syncthreads();
+    if (ty < half) part[ty][tx] += part[ty + half][tx];
   }
+  if (ty == 0 && o < out) db[o] += part[0][tx];
 }
 
 using GemmFn = void (*)(bool, bool, int, int, int, const float*, int, const float*, int, float*,
@@ -67,7 +79,8 @@ void LinearGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor
   // dW [out, in] += dYᵀ · X   (dY is [n, out], X is [n, in])
   gemm(true, false, out, in, n, dyp, out, x.data<float>(), in, grad(0), in, true);
   if (cfg_.bias) {
-    bias_grad_kernel<<<grid_for(size_t(out)), kBlock>>>(n, out, dyp, grad(1));
+    bias_grad_kernel<<<unsigned((out + kBiasCols - 1) / kBiasCols), dim3(kBiasCols, kBiasRows)>>>(
+        n, out, dyp, grad(1));
     HPMC_CUDA_LAUNCH_CHECK("linear bias gradient");
   }
   // dX [n, in] = dY · W
