@@ -113,8 +113,8 @@ TEST(Bf16Round, ArrayFormMatchesScalar) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f,avx512bf16"))) void hardware_round(const float* x, uint16_t* out,
-                                                                  size_t n) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void hardware_round(
+    const float* x, uint16_t* out, size_t n) {
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 m = __mmask16(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
     const __m256bh r = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i));
