@@ -138,9 +138,11 @@ double check_product(tc::Operands p, const Case& cs, bool ta, bool tb, bool acc,
     for (int j = n; j < ldc; ++j)
       EXPECT_EQ(out[size_t(i) * ldc + j], -3.f) << "padding C[" << i << "][" << j << "] written";
   // The data must make the operand rounding visible at the tight bound's scale
-  // (else the tight check could not tell a kernel that skips it): with k ≥ 8
-  // random operands the rounded product is off by many tight bounds.
-  if (k >= 8) EXPECT_GT(rounding_seen, 4.0) << "test data too tame to see the rounding";
+  // (else the tight check could not tell a kernel that skips it): for 8 ≤ k ≤ 128
+  // random operands the rounded product is off by many tight bounds. (The
+  // rounding error grows as √k and the bound as k: at k = 1000 they meet,
+  // and the shapes with short k carry this check.)
+  if (k >= 8 && k <= 128) EXPECT_GT(rounding_seen, 4.0) << "test data too tame to see the rounding";
   return worst;
 }
 
