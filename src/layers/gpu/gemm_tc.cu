@@ -42,6 +42,15 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 
+// mma.sync with tf32 and bf16 operands, and cvt to tf32, need sm_80 and up;
+// the builds for older targets (CMAKE_CUDA_ARCHITECTURES 75 …) compile
+// kernels that trap, and gemm() refuses such devices before any launch.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define HPMC_GEMM_TC_MMA 0
+#else
+#define HPMC_GEMM_TC_MMA 1
+#endif
+
 namespace hpmc::gpu::gemm_tc {
 
 namespace {
@@ -55,17 +64,23 @@ constexpr int kTileWords = kBM * kRowWords;
 struct Tf32 {
   static constexpr int KT = 16;  // k values per tile
   __device__ __forceinline__ static uint32_t one(float x) {
-    uint32_t r;
+    uint32_t r = 0;
+#if HPMC_GEMM_TC_MMA
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+#endif
     return r;
   }
   __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4],
                                              const uint32_t (&b)[2]) {
+#if HPMC_GEMM_TC_MMA
     asm volatile(
         "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    __trap();  // gemm() refuses devices below compute capability 8.0
+#endif
   }
 };
 
@@ -80,11 +95,15 @@ struct Bf16 {
   }
   __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4],
                                              const uint32_t (&b)[2]) {
+#if HPMC_GEMM_TC_MMA
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    __trap();  // gemm() refuses devices below compute capability 8.0
+#endif
   }
 };
 
@@ -261,6 +280,13 @@ void gemm(Operands p, bool trans_a, bool trans_b, int m, int n, int k, const flo
                            " lda=", lda, " ldb=", ldb, " ldc=", ldc, ", trans_a=", trans_a,
                            " trans_b=", trans_b, ")"));
   if (m == 0 || n == 0 || (k == 0 && accumulate)) return;
+  int dev = 0, major = 0;
+  HPMC_CUDA_CHECK(cudaGetDevice(&dev));
+  HPMC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  if (major < 8)
+    throw RuntimeError(str("tensor-core gemm (", operands_name(p), "): device ", dev,
+                           " has compute capability ", major,
+                           ".x; tf32 and bf16 tensor cores need 8.0 or newer"));
   const long long gx = (n + kBN - 1) / kBN, gy = (m + kBM - 1) / kBM;
   if (gy > 65535)
     throw RuntimeError(str("tensor-core gemm: m=", m, " needs ", gy,
