@@ -46,7 +46,7 @@ std::string fused_optimizer_refusal(const TrainingConfig& cfg);
 // ~0.05 ms per linear layer (its kernels and their launches) and then runs its
 // products at up to 70% of the FP32 peak (the implicit engine with split-K,
 // the large GEMM engine); the fused step pays ~0.01 ms per layer but reaches
-// 10–15% on large products — so the crossover grows with the depth. Measured
+// 10–20% on large products — so the crossover grows with the depth. Measured
 // over the 90 MLP points of bench/sweep.py on an NVIDIA H200 (2026-11-27,
 // docs/PERFORMANCE.md#step-choice, HPMC_STEP=fused against HPMC_STEP=layers
 // at every point): any threshold from 0.42 to 0.56 GFLOP a layer puts 87 of
