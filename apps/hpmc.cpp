@@ -217,7 +217,8 @@ int run_main(int argc, char** argv) {
 // Prints the one error line and returns the exit code; one rank of several
 // ends the whole job instead (MPI_Abort). An error that every rank meets (a
 // bad config) is printed once: the ranks other than 0 wait a second first,
-// and rank 0's abort (or exit, without MPI) ends them before they print.
+// and rank 0's abort (or exit, without MPI) ends them before they print. An
+// interrupted run, which every rank stops at the same step, ends normally.
 int fail(const std::string& message, hpmc::ExitCode code) {
   std::cout.flush();
   hpmc::dist::Launch launch;
@@ -226,6 +227,13 @@ int fail(const std::string& message, hpmc::ExitCode code) {
   } catch (const hpmc::Error&) {  // malformed: the message already says so
   }
   hpmc::dist::Communicator& world = hpmc::dist::world();
+  if (world.size() > 1 && code == hpmc::ExitCode::kInterrupted) {
+    // Every rank stopped after the same step and rank 0 wrote the
+    // checkpoint: it alone says so, and the ranks leave MPI together.
+    if (world.rank() == 0)
+      std::cerr << "hpmc: error: rank 0 of " << world.size() << ": " << message << "\n";
+    return int(code);
+  }
   if (launch.size > 1 && launch.rank != 0) std::this_thread::sleep_for(std::chrono::seconds(1));
   if (world.size() > 1) world.abort(message, int(code));
   std::cerr << "hpmc: error: " << message << "\n";

@@ -251,7 +251,8 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
       << "\n";
   out << "  " << peak_line << "\n";
   if (!on_gpu) out << "  CPU GEMM: " << sgemm_path_name(sgemm_path()) << " (float)\n";
-  out << "  work: " << fmt("%.4g", step_flops / rank_samples / 1e6) << " MFLOP per training sample ("
+  out << "  work: " << fmt("%.4g", step_flops / rank_samples / 1e6)
+      << " MFLOP per training sample ("
       << fmt("%.4g", step_flops / 1e9)
       << " GFLOP per step; forward + backward matrix products, 2 FLOPs per multiply-add)\n";
   out << "  warm-up " << o.warmup << " steps, then " << o.repeats << " runs of " << o.steps

@@ -279,7 +279,8 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
       MetricsRow r;
       r.epoch = st.epoch + 1;
       r.step = st.global_step;
-      const int64_t seen = std::min<int64_t>(n_train, int64_t(st.step) * trainer.step_samples(n_train));
+      const int64_t seen =
+          std::min<int64_t>(n_train, int64_t(st.step) * trainer.step_samples(n_train));
       r.train_loss = st.loss_sum / double(std::max<int64_t>(1, seen));
       r.seconds = st.epoch_seconds;
       metrics.add(r);

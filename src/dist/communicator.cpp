@@ -29,7 +29,8 @@ long env_integer(const char* name, long lo, long hi, long fallback, const char* 
   errno = 0;
   const long x = std::strtol(v, &end, 10);
   if (*v == '\0' || *end != '\0' || errno != 0 || x < lo || x > hi)
-    throw UsageError(str(name, "=", printable(v), ": expected ", meaning, " from ", lo, " to ", hi));
+    throw UsageError(
+        str(name, "=", printable(v), ": expected ", meaning, " from ", lo, " to ", hi));
   return x;
 }
 
@@ -45,9 +46,9 @@ class SingleCommunicator : public Communicator {
   }
 
  protected:
-  void do_allreduce(float*, size_t, Device) override {}
+  void do_allreduce(float*, size_t, Device, const char*) override {}
   void do_allreduce(double*, size_t) override {}
-  void do_broadcast(void*, size_t, int, Device) override {}
+  void do_broadcast(void*, size_t, int, Device, const char*) override {}
   void do_barrier() override {}
 };
 
@@ -77,11 +78,11 @@ void Communicator::allreduce_sum(float* data, size_t n, Device device, const cha
   if (size_ == 1 || n == 0) return;
   enter(what, true);
   if (device == Device::kGPU) {  // enqueued: the device backend's poller watches it
-    do_allreduce(data, n, device);
+    do_allreduce(data, n, device, what);
     return;
   }
   WatchScope watch(what);
-  do_allreduce(data, n, device);
+  do_allreduce(data, n, device, what);
 }
 
 void Communicator::allreduce_sum(double* data, size_t n, const char* what) {
@@ -97,11 +98,11 @@ void Communicator::broadcast(void* data, size_t bytes, int root, Device device,
   if (size_ == 1 || bytes == 0) return;
   enter(what, false);
   if (device == Device::kGPU) {
-    do_broadcast(data, bytes, root, device);
+    do_broadcast(data, bytes, root, device, what);
     return;
   }
   WatchScope watch(what);
-  do_broadcast(data, bytes, root, device);
+  do_broadcast(data, bytes, root, device, what);
 }
 
 void Communicator::barrier(const char* what) {

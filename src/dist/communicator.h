@@ -80,9 +80,11 @@ class Communicator {
  protected:
   Communicator(int rank, int size, int local_rank, int local_size)
       : rank_(rank), size_(size), local_rank_(local_rank), local_size_(local_size) {}
-  virtual void do_allreduce(float* data, size_t n, Device device) = 0;
+  // `what` names the collective (a string literal) where a wait is reported.
+  virtual void do_allreduce(float* data, size_t n, Device device, const char* what) = 0;
   virtual void do_allreduce(double* data, size_t n) = 0;
-  virtual void do_broadcast(void* data, size_t bytes, int root, Device device) = 0;
+  virtual void do_broadcast(void* data, size_t bytes, int root, Device device,
+                            const char* what) = 0;
   virtual void do_barrier() = 0;
 
  private:

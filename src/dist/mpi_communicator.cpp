@@ -40,8 +40,8 @@ class MpiCommunicator : public Communicator {
     if (gpu_) return device_;
     const int count = gpu::device_count();
     if (count <= 0)
-      throw UsageError(str("rank ", rank(), " sees no CUDA device; a GPU impl needs one GPU per "
-                           "rank (use --impl cpu to train on the CPU)"));
+      throw UsageError("no CUDA device is visible to this rank; a GPU impl needs one GPU per "
+                       "rank (use --impl cpu to train on the CPU)");
     // One visible device: the launcher (CUDA_VISIBLE_DEVICES per rank) chose it.
     if (count > 1 && local_size() > count)
       throw UsageError(str(local_size(), " ranks share this host but it has ", count,
@@ -62,10 +62,10 @@ class MpiCommunicator : public Communicator {
   }
 
  protected:
-  void do_allreduce(float* data, size_t n, Device device) override {
+  void do_allreduce(float* data, size_t n, Device device, const char* what) override {
     if (device == Device::kGPU) {
       need_gpu("a device all-reduce");
-      gpu_->allreduce_sum(data, n, "gradient all-reduce");
+      gpu_->allreduce_sum(data, n, what);
       return;
     }
     for (size_t at = 0; at < n; at += kMaxCount)
@@ -79,10 +79,11 @@ class MpiCommunicator : public Communicator {
                     MPI_SUM, MPI_COMM_WORLD);
   }
 
-  void do_broadcast(void* data, size_t bytes, int root, Device device) override {
+  void do_broadcast(void* data, size_t bytes, int root, Device device,
+                    const char* what) override {
     if (device == Device::kGPU) {
       need_gpu("a device broadcast");
-      gpu_->broadcast(data, bytes, root, "broadcast");
+      gpu_->broadcast(data, bytes, root, what);
       return;
     }
     char* p = static_cast<char*>(data);

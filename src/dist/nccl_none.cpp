@@ -10,11 +10,10 @@ namespace hpmc::dist {
 
 bool built_with_nccl() { return false; }
 
-std::unique_ptr<GpuCollectives> make_nccl_collectives(Communicator& host) {
-  throw UsageError(str("rank ", host.rank(), " of ", host.size(),
-                       ": training on GPUs over several ranks needs NCCL, and this hpmc was built "
-                       "without it (it needs the CUDA toolkit's nccl.h and libnccl, and MPI, at "
-                       "configure time); use --impl cpu, or rebuild where NCCL is installed"));
+std::unique_ptr<GpuCollectives> make_nccl_collectives(Communicator&) {
+  throw UsageError("training on GPUs over several ranks needs NCCL, and this hpmc was built "
+                   "without it (it needs CUDA, MPI and the CUDA toolkit's nccl.h at configure "
+                   "time); use --impl cpu, or rebuild where NCCL is installed");
 }
 
 std::string nccl_version() { return ""; }

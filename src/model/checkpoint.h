@@ -54,8 +54,8 @@ CheckpointMeta load_checkpoint(const std::string& path, Model& model);
 // training position, checking that the run can continue exactly: the same
 // seed, samples per step (over `ranks` ranks: the ranks, batch size and
 // grad_accumulation may change where their product stays), data size,
-// optimizer type (and for sgd, momentum on or off),
-// schedule, input noise and augmentation (ConfigError naming the setting), every metadata field well
+// optimizer type (and for sgd, momentum on or off), schedule, input noise
+// and augmentation (ConfigError naming the setting), every metadata field well
 // formed, in its range and consistent with the others (DataError naming the
 // file and the field), all before the model or the optimizer changes. The
 // optimizer's hyperparameters (learning rate, momentum, betas, eps, weight
