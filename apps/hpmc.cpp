@@ -216,7 +216,7 @@ int run_main(int argc, char** argv) {
 
 // Prints the one error line and returns the exit code; one rank of several
 // ends the whole job instead (MPI_Abort). An error that every rank meets (a
-// bad config) is printed once: the ranks other than 0 wait a second first,
+// bad config) is printed once: the ranks other than 0 wait 3 s first,
 // and rank 0's abort (or exit, without MPI) ends them before they print. An
 // interrupted run, which every rank stops at the same step, ends normally.
 int fail(const std::string& message, hpmc::ExitCode code) {
@@ -234,7 +234,7 @@ int fail(const std::string& message, hpmc::ExitCode code) {
       std::cerr << "hpmc: error: rank 0 of " << world.size() << ": " << message << "\n";
     return int(code);
   }
-  if (launch.size > 1 && launch.rank != 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (launch.size > 1 && launch.rank != 0) std::this_thread::sleep_for(std::chrono::seconds(3));
   if (world.size() > 1) world.abort(message, int(code));
   std::cerr << "hpmc: error: " << message << "\n";
   return int(code);

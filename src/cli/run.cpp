@@ -314,7 +314,10 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
   if (state.epoch < cfg.training.epochs) {  // stopped by a signal
     if (writer) save_checkpoint(ckpt, model, trainer.optimizer(), cfg, state, n_train, ranks);
     throw Error(ExitCode::kInterrupted,
-                str("interrupted by signal ", int(signals.caught()), " at epoch ", state.epoch + 1,
+                str("interrupted by ",
+                    signals.caught() ? str("signal ", int(signals.caught()))
+                                     : std::string("a signal to another rank"),
+                    " at epoch ", state.epoch + 1,
                     ", step ", state.step, "; checkpoint written to ", ckpt,
                     "; continue with: ", resume_command(o)));
   }

@@ -168,7 +168,7 @@ std::string mpi_description() {
 
 std::string nccl_description() {
   if (!built_with_nccl())
-    return "not built (needs CUDA, MPI and nccl.h with libnccl at configure time)";
+    return "not built (needs CUDA, MPI and nccl.h at configure time)";
   return nccl_version();
 }
 
