@@ -1,16 +1,17 @@
 // hpmc — command-line entry point.
 //
-//   hpmc run CONFIG [--impl IMPL] [--data DIR] [--epochs N] [--batch N] [--lr X]
-//            [--seed N] [--out DIR] [--weights-dir DIR] [--log-every N]
+//   hpmc run CONFIG [--impl IMPL] [--precision P] [--data DIR] [--epochs N] [--batch N]
+//            [--lr X] [--seed N] [--out DIR] [--weights-dir DIR] [--log-every N]
 //            [--resume | --overwrite] [--init FILE] [--set KEY=VALUE]...
-//   hpmc eval CONFIG --weights FILE [--data DIR] [--impl IMPL]
+//   hpmc eval CONFIG --weights FILE [--data DIR] [--impl IMPL] [--precision P]
 //   hpmc recon CONFIG --weights FILE [--count N | --images PATH...] [--out DIR]
 //   hpmc features CONFIG --weights FILE [--split train|test|all]
 //            [--format csv|npy|libsvm|both|all] [--batch N] [--out DIR] [--overwrite]
 //            [--progress auto|bar|lines|quiet]
 //   (IMPL: auto, cpu, naive, tiled or im2col; eval, recon and features
-//   default to auto, run and bench to cpu)
-//   hpmc bench CONFIG [--impl IMPL] [--batch N] [--steps N] [--warmup N]
+//   default to auto, run and bench to cpu. P: fp32, tf32 or bf16, for every
+//   command that has --impl: training.precision)
+//   hpmc bench CONFIG [--impl IMPL] [--precision P] [--batch N] [--steps N] [--warmup N]
 //            [--repeats N] [--set KEY=VALUE]... [--data DIR] [--real-data]
 //   hpmc info
 //
@@ -40,7 +41,7 @@ using namespace hpmc;
 // Options every config-driven command takes; flags become config overrides
 // named as the user typed them, so errors point at the flag.
 struct Common {
-  std::string epochs, batch, lr, seed, out, weights_dir, log_every;
+  std::string epochs, batch, lr, seed, out, weights_dir, log_every, precision;
   std::vector<std::string> sets;
   bool training = false;  // the flags above exist (bench adds only --batch, to `batch`)
 
@@ -52,6 +53,9 @@ struct Common {
                   "is usable, else cpu")
         ->capture_default_str();
     c->add_option("--data", o.data_dir, "dataset directory (overrides data.path)");
+    c->add_option("--precision", precision,
+                  "arithmetic of the matrix products: fp32, tf32 (GPU) or bf16 "
+                  "(training.precision)");
     if (training_flags) {
       c->add_option("--epochs", epochs, "number of epochs (training.epochs)");
       c->add_option("--batch", batch, "batch size (training.batch_size)");
@@ -71,6 +75,7 @@ struct Common {
         o.overrides.push_back({std::string(key) + "=" + v, std::string(name) + " " + v});
     };
     flag("--batch", "training.batch_size", batch);
+    flag("--precision", "training.precision", precision);
     if (training) {  // recon's and features' own --out is where they write, not output.dir
       flag("--epochs", "training.epochs", epochs);
       flag("--lr", "training.lr", lr);

@@ -44,7 +44,8 @@ def run(cmd, env=None, timeout=None):
     return p.stdout
 
 
-# bench: <config> impl=<impl> batch=<n> ms/step=<x> img/s=<y> epoch_s=<z> tflops=<t> peak_frac=<f>
+# bench: <config> impl=<impl> precision=<p> batch=<n> ms/step=<x> img/s=<y> epoch_s=<z>
+#        tflops=<t> peak_frac=<f>
 WORK_LINE = re.compile(r"^\s*work: .*\(([\d.e+-]+) GFLOP per step", re.M)
 
 
@@ -59,7 +60,7 @@ def parse_hpmc_bench(out):
     step = [l for l in out.splitlines() if l.strip().startswith("step:")]
     work = WORK_LINE.search(out)
     return {
-        "impl": kv["impl"], "batch": int(kv["batch"]),
+        "impl": kv["impl"], "precision": kv.get("precision", "fp32"), "batch": int(kv["batch"]),
         "ms_per_step": float(kv["ms/step"]), "images_per_s": float(kv["img/s"]),
         "epoch_s": float(kv["epoch_s"]), "tflops": float(kv["tflops"]),
         "peak_frac": None if kv["peak_frac"] == "na" else float(kv["peak_frac"]),

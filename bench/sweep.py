@@ -35,10 +35,11 @@ GPU. Points run from the least work to the most, so that a cut loses the
 largest. A point whose memory estimate exceeds the device's free memory (or
 --memory-gb) is skipped, and said so.
 
---variant NAME:VAR=VALUE[,VAR=VALUE...] (repeatable) times hpmc once more at
-each point with those environment variables, e.g. `--variant
-layers:HPMC_STEP=layers` (never the fused MLP step) or `--variant
-large:HPMC_GEMM_LARGE=1`: the A/B data behind hpmc's choice rules. The
+--variant NAME:ITEM[,ITEM...] (repeatable) times hpmc once more at each point
+with those environment variables (VAR=VALUE) and config overrides
+(--set=KEY=VALUE), e.g. `--variant layers:HPMC_STEP=layers` (never the
+fused MLP step) or `--variant nofold:--set=training.fold_upsample=false`:
+the A/B data behind hpmc's choice rules. The
 variants get a column each ("hpmc NAME ms"); the targets judge hpmc's default
 only. `--modes none` times no PyTorch mode (hpmc's plans then come from the
 work at 10 TFLOP/s).
@@ -269,26 +270,33 @@ def time_pytorch(ref, point, mode, args, deadline):
 
 
 def parse_variant(text):
-    """'NAME:VAR=VALUE,VAR=VALUE' -> (name, {VAR: VALUE})."""
+    """'NAME:ITEM,ITEM...' -> (name, {VAR: VALUE}, [hpmc args]); an ITEM is VAR=VALUE (an
+    environment variable) or --set=KEY=VALUE (a config override)."""
     name, sep, spec = text.partition(":")
     if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        fail(f"--variant {text!r}: expected NAME:VAR=VALUE[,VAR=VALUE...], "
+        fail(f"--variant {text!r}: expected NAME:VAR=VALUE[,...] or NAME:--set=KEY=VALUE[,...], "
              "e.g. layers:HPMC_STEP=layers")
-    env = {}
+    env, extra = {}, []
     for item in filter(None, spec.split(",")):
+        if item.startswith("--set="):
+            if "=" not in item[6:]:
+                fail(f"--variant {text!r}: {item!r} is not --set=KEY=VALUE")
+            extra += ["--set", item[6:]]
+            continue
         var, eq, value = item.partition("=")
         if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
-            fail(f"--variant {text!r}: {item!r} is not VAR=VALUE")
+            fail(f"--variant {text!r}: {item!r} is neither VAR=VALUE nor --set=KEY=VALUE")
         env[var] = value
-    if not env:
-        fail(f"--variant {text!r}: no VAR=VALUE after the name")
-    return name, env
+    if not env and not extra:
+        fail(f"--variant {text!r}: nothing after the name")
+    return name, env, extra
 
 
-def time_hpmc(point, cfg_path, est_ms, args, env):
+def time_hpmc(point, cfg_path, est_ms, args, env, extra=()):
     warm, steps = plan_for(est_ms, args)
     cmd = [args.hpmc, "bench", cfg_path, "--impl", args.impl, "--batch", str(point["batch"]),
-           "--warmup", str(warm), "--steps", str(steps), "--repeats", str(args.repeats)]
+           "--warmup", str(warm), "--steps", str(steps), "--repeats", str(args.repeats),
+           *extra]
     r = {"command": " ".join(cmd), "plan": {"warmup": warm, "steps": steps,
                                             "repeats": args.repeats}}
     try:
@@ -375,8 +383,9 @@ def markdown(report):
                   "% peak: hpmc's FLOP/s (its count: with the upsample fold on the GPU, what "
                   "runs) over the device's FP32 peak."]
     for v in args.get("variants", []):
-        lines.append(f"hpmc {v['name']}: hpmc run with "
-                     + " ".join(f"`{k}={val}`" for k, val in v["env"].items())
+        how = [f"`{k}={val}`" for k, val in v["env"].items()]
+        how += [f"`--set {a}`" for a in v.get("args", [])[1::2]]
+        lines.append(f"hpmc {v['name']}: hpmc run with " + " ".join(how)
                      + " (not judged against the targets).")
     missed = [p for p in report["points"] if p.get("misses")]
     if not modes:
@@ -408,7 +417,7 @@ def markdown(report):
     for p in report["points"]:
         path = p.get("hpmc", {}).get("path")
         if path:
-            key = re.sub(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?", "N", path)
+            key = re.sub(r"\b\d+(?:\.\d+)?(?:e[+-]?\d+)?\b", "N", path)
             steps[key] = steps.get(key, 0) + 1
     if steps:
         lines += ["", "hpmc's step strategies (numbers masked as N): " +
@@ -464,14 +473,15 @@ def main():
     ap.add_argument("--launch-bound-ms", type=float, default=0.3,
                     help="PyTorch CUDA-graph steps under this are launch-bound (target 0.5x)")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads for both frameworks")
-    ap.add_argument("--variant", action="append", default=[], metavar="NAME:VAR=VALUE,...",
-                    help="also time hpmc with these environment variables (repeatable)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:ITEM,...",
+                    help="also time hpmc with these environment variables (VAR=VALUE) and "
+                         "config overrides (--set=KEY=VALUE); repeatable")
     args = ap.parse_args()
     args.impl = args.impl or ("im2col" if args.device == "cuda" else "cpu")
     args.modes = [m for m in (args.modes or ("fp32,default,graph" if args.device == "cuda"
                                              else "fp32")).split(",") if m and m != "none"]
     args.variants = [parse_variant(v) for v in args.variant]
-    if len({n for n, _ in args.variants}) != len(args.variants):
+    if len({v[0] for v in args.variants}) != len(args.variants):
         fail("--variant: two variants with one name")
     if args.run_ms is None:
         args.run_ms = 40.0 if args.device == "cuda" else 30.0
@@ -534,7 +544,7 @@ def main():
                      "budget_s": args.budget_s, "memory_limit_bytes": limit,
                      "memory_limit_from": limit_from, "launch_bound_ms": args.launch_bound_ms,
                      "threads": args.threads, "lr": LR,
-                     "variants": [{"name": n, "env": e} for n, e in args.variants]},
+                     "variants": [{"name": n, "env": e, "args": a} for n, e, a in args.variants]},
         "grid_order": [p["id"] for p in points],
         "configs": {},
         "points": [],
@@ -567,8 +577,8 @@ def main():
                                                               else 5e7)
             p["hpmc"] = time_hpmc(p, cfg_path, est, args, env)
             if args.variants:
-                p["variants"] = {n: time_hpmc(p, cfg_path, est, args, {**env, **e})
-                                 for n, e in args.variants}
+                p["variants"] = {n: time_hpmc(p, cfg_path, est, args, {**env, **e}, a)
+                                 for n, e, a in args.variants}
             judge(p, args)
             h = p["hpmc"].get("ms_per_step")
             pts = ", ".join(f"{m} {r['ms']:.4g}" if "ms" in r else f"{m} failed"

@@ -132,15 +132,17 @@ TEST(Bench, CliRunsAndPrintsTheTableAndSummary) {
   auto r = testing::run_hpmc("bench configs/fashion_mlp.yaml --steps 3 --warmup 1 --repeats 2");
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_EQ(r.err, "");
-  for (const char* s : {"benchmark: device CPU", "impl cpu", "batch 64", "threads ", "data synthetic",
-                        "FP32 peak (measured: ", "1.32 MFLOP per training sample", "run 2/2",
+  for (const char* s : {"benchmark: device CPU", "impl cpu, precision fp32, batch 64", "threads ",
+                        "data synthetic", "FP32 peak (measured: ",
+                        "1.32 MFLOP per training sample", "run 2/2",
                         "ms/step", "images/s", "epoch-equivalent s", "GFLOP/s", "of FP32 peak",
                         "per region", "fc1 fwd", "fc1 bwd", "fc3 bwd", "sgd", "step (sum)"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   EXPECT_EQ(r.out.find("flatten bwd"), std::string::npos) << r.out;  // not run (see Model::backward)
   const std::string sum = summary_line(r.out);
   EXPECT_TRUE(std::regex_match(
-      sum, std::regex("bench: configs/fashion_mlp\\.yaml impl=cpu batch=64 ms/step=[0-9.]+ "
+      sum, std::regex("bench: configs/fashion_mlp\\.yaml impl=cpu precision=fp32 batch=64 "
+                      "ms/step=[0-9.]+ "
                       "img/s=[0-9]+ epoch_s=[0-9.]+ tflops=[0-9.e+-]+ peak_frac=([0-9.]+|na)")))
       << sum;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n') > 20, true);
@@ -152,7 +154,8 @@ TEST(Bench, BatchAndSetOverridesApply) {
       "--set training.threads=1");
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("batch 8, threads 1, data synthetic"), std::string::npos) << r.out;
-  EXPECT_NE(summary_line(r.out).find("impl=cpu batch=8 "), std::string::npos) << r.out;
+  EXPECT_NE(summary_line(r.out).find("impl=cpu precision=fp32 batch=8 "), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("conv1 bwd"), std::string::npos) << r.out;
 }
 

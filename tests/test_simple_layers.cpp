@@ -3,10 +3,12 @@
 // differences of the templated ops in double; the gradient convention (dx
 // overwritten) and edge cases (batch 1, odd sizes, 1/3/5 channels, NaN).
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -310,6 +312,42 @@ TEST(MaxPool2d, FloatLayerMatchesDoubleOps) {
   EXPECT_LE(testing::max_rel_error(dx.data<float>(), dxd.data(), dxd.size()), 1e-6);
 }
 
+// Values that stress the pooling rule and the sums' order: few distinct
+// values (ties), both zeros, NaNs with payloads, large and small magnitudes.
+std::vector<float> tricky_values(size_t n, Rng& rng) {
+  const float pool[] = {0.f, -0.f, 1.f, -1.f, 0.5f, 3e38f, -3e38f, 1e-40f, -2.5f,
+                        std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                        std::nanf("7")};
+  std::vector<float> v(n);
+  for (float& x : v) x = rng.below(3) == 0 ? pool[rng.below(12)] : rng.uniform(-4.f, 4.f);
+  return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// The 2×2, stride-2 loops give the general loops' bits (forward values,
+// NaN payloads, signed zeros; backward routing and +0 for −0), odd sizes too.
+TEST(MaxPool2d, TwoByTwoLoopsGiveTheGeneralBits) {
+  Rng rng(23);
+  for (const auto& [planes, h, w] : {std::tuple{3, 4, 4}, {2, 7, 9}, {1, 2, 2}, {5, 32, 32},
+                                     {2, 3, 8}, {4, 16, 15}}) {
+    SCOPED_TRACE(str(planes, " planes of ", h, "x", w));
+    const std::vector<float> x = tricky_values(size_t(planes) * h * w, rng);
+    const size_t out_n = size_t(planes) * (h / 2) * (w / 2);
+    std::vector<float> fast(out_n), general(out_n);
+    maxpool2d_forward_2x2(x.data(), fast.data(), planes, h, w);
+    maxpool2d_forward_general(x.data(), general.data(), planes, h, w, 2, 2);
+    EXPECT_TRUE(same_bits(fast, general));
+    const std::vector<float> dy = tricky_values(out_n, rng);
+    std::vector<float> dfast(x.size(), 5.f), dgeneral(x.size(), 7.f);  // overwritten
+    maxpool2d_backward_2x2(x.data(), dy.data(), dfast.data(), planes, h, w);
+    maxpool2d_backward_general(x.data(), dy.data(), dgeneral.data(), planes, h, w, 2, 2);
+    EXPECT_TRUE(same_bits(dfast, dgeneral));
+  }
+}
+
 // ---- UpSample2D ------------------------------------------------------------
 
 TEST(UpSample2d, Forward2x2AndBackwardSumsBlocks) {
@@ -373,6 +411,26 @@ TEST(UpSample2d, BackwardMatchesFiniteDifferences) {
         },
         testing::random_vector(in_n, rng), out_n, rng,
         str("upsample ", Shape(cs.n, cs.c, cs.h, cs.w).str(), " x", cs.s));
+  }
+}
+
+// Scale 2's loops give the general loops' bits: the copies, and the block
+// sums in the same order (−0 + −0 sums to +0 from the 0 the sum starts at).
+TEST(UpSample2d, ScaleTwoLoopsGiveTheGeneralBits) {
+  Rng rng(33);
+  for (const auto& [planes, h, w] : {std::tuple{3, 4, 4}, {2, 7, 9}, {1, 1, 1}, {5, 16, 16}}) {
+    SCOPED_TRACE(str(planes, " planes of ", h, "x", w));
+    const std::vector<float> x = tricky_values(size_t(planes) * h * w, rng);
+    std::vector<float> fast(x.size() * 4), general(x.size() * 4);
+    upsample2d_forward_x2(x.data(), fast.data(), planes, h, w);
+    upsample2d_forward_general(x.data(), general.data(), planes, h, w, 2);
+    EXPECT_TRUE(same_bits(fast, general));
+    std::vector<float> dy = tricky_values(x.size() * 4, rng);
+    for (size_t i = 0; i < dy.size(); i += 7) dy[i] = -0.f;
+    std::vector<float> dfast(x.size(), 5.f), dgeneral(x.size(), 7.f);
+    upsample2d_backward_x2(dy.data(), dfast.data(), planes, h, w);
+    upsample2d_backward_general(dy.data(), dgeneral.data(), planes, h, w, 2);
+    EXPECT_TRUE(same_bits(dfast, dgeneral));
   }
 }
 

@@ -2,7 +2,8 @@
 // products, the implicit engine (implicit_gemm_core.cuh, HPMC_GEMM_LARGE=0)
 // against the large-GEMM engine (gemm_large.h) in both of its tile
 // configurations, so that one run on the GPU shows the rates and which
-// configuration to ship. A development tool: not part of the trainer.
+// configuration to ship; then the tensor-core engine (gemm_tc.h) in tf32 and
+// bf16 on the same products. A development tool: not part of the trainer.
 //
 // Shapes: square C = A·B at m = n = k ∈ {1024, 2048, 4096, 8192}, then a
 // 4096→4096 Linear layer at batch 256, 1024 and 4096, each of its products:
@@ -37,11 +38,13 @@
 #include "core/error.h"
 #include "layers/gpu/conv2d_kernels.h"
 #include "layers/gpu/gemm_large.h"
+#include "layers/gpu/gemm_tc.h"
 
 namespace {
 
 using namespace hpmc;
 namespace gl = hpmc::gpu::gemm_large;
+namespace tc = hpmc::gpu::gemm_tc;
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
@@ -249,7 +252,43 @@ int run(int argc, char** argv) {
                 o.ms / std::min(k8.ms, k16.ms), err);
   }
   if (bad) std::printf("ERROR: a sampled relative error is not below 1e-5 (or NaN)\n");
-  return bad ? 1 : 0;
+
+  // The tensor-core engine (gemm_tc.h, training.precision tf32 and bf16) on the
+  // same products: TFLOP/s against the datasheet's dense rates of an H100/H200
+  // SXM (tf32 about 495, bf16 about 990), and the sampled error against the
+  // unrounded double product (tf32 near 1e-3, bf16 near 1e-2 of max |ref| are
+  // the precisions' own; above 5e-3 and 3e-2 is flagged).
+  std::printf("\ntensor cores (%s; ms per call; err: sampled, vs the FP32 operands in double)\n",
+              peak.name.c_str());
+  std::printf("| shape | product | tf32 ms | tf32 TFLOP/s | bf16 ms | bf16 TFLOP/s | tf32 err | bf16 err |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
+  bool tc_bad = false;
+  seed = 1;
+  for (const auto& item : work) {
+    const Product& pr = item.second;
+    Operands o(pr, seed += 7);
+    const double flops = 2.0 * pr.m * pr.n * pr.k;
+    double ms[2], err[2];
+    for (int v = 0; v < 2; ++v) {
+      const tc::Operands kind = v == 0 ? tc::Operands::kTf32 : tc::Operands::kBf16;
+      const Call call = [&] {
+        tc::gemm(kind, pr.ta, pr.tb, pr.m, pr.n, pr.k, o.da, o.lda, o.db, o.ldb, o.dc, o.ldc,
+                 pr.acc);
+      };
+      o.reset_c();
+      call();
+      check(cudaDeviceSynchronize(), tc::operands_name(kind));
+      err[v] = o.sampled_error();
+      ms[v] = time_ms(call, flops, trials);
+    }
+    tc_bad = tc_bad || !(err[0] < 5e-3) || !(err[1] < 3e-2);
+    std::printf("| %s | %s | %.3f | %.1f | %.3f | %.1f | %.1e | %.1e |\n", item.first.c_str(),
+                pr.name.c_str(), ms[0], flops / (ms[0] * 1e-3) * 1e-12, ms[1],
+                flops / (ms[1] * 1e-3) * 1e-12, err[0], err[1]);
+    std::fflush(stdout);
+  }
+  if (tc_bad) std::printf("ERROR: a tensor-core error above its precision's bound (or NaN)\n");
+  return bad || tc_bad ? 1 : 0;
 }
 
 int main(int argc, char** argv) {

@@ -7,9 +7,12 @@
 // CPU). A step is Trainer::step on a batch from a BatchFeeder: gather,
 // forward, loss, backward and SGD, as in `hpmc run`. The report gives the
 // median (min, max) of ms/step, images/s, the epoch-equivalent time and the
-// achieved FLOP/s against the device's FP32 peak, then a per-region table
-// from one more run under the Profiler, and a last line for scripts:
-//   bench: <config> impl=<impl> batch=<n> ms/step=<x> img/s=<y> epoch_s=<z> tflops=<t> peak_frac=<f>
+// achieved FLOP/s against the device's peak in the model's precision (FP32;
+// on the CPU in bf16, the measured rate of AVX512_BF16 dot products), then a
+// per-region table from one more run under the Profiler, and a last line for
+// scripts:
+//   bench: <config> impl=<impl> precision=<p> batch=<n> ms/step=<x> img/s=<y> epoch_s=<z>
+//          tflops=<t> peak_frac=<f>
 //
 // Under mpirun (N ranks) every rank runs the same steps, data parallel
 // (model/trainer.h), and the figures above are rank 0's: its ms/step and
@@ -36,6 +39,7 @@
 #include "cli/session.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/bf16gemm.h"
 #include "core/profiler.h"
 #include "core/sgemm.h"
 #include "core/threads.h"
@@ -206,8 +210,11 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
   const int gs = int(std::min<int64_t>(
       int64_t(ranks) * cfg.training.batch_size * cfg.training.grad_accumulation, train.size()));
   const double rank_samples = double(gs) / ranks;
+  const Precision prec = model.precision();
+  const bool bf16 = prec == Precision::kBf16;
 
-  // The device and its FP32 peak.
+  // The device and its peak in the model's precision (the FP32 peak for fp32;
+  // precision_refusal keeps the GPU at fp32 in this build).
   std::string device;
   double peak = 0;
   std::string peak_line;
@@ -223,11 +230,13 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
     if (hw > 0) cores = std::min(cores, int(hw));
     CpuPeak c = estimate_cpu_peak(read_text("/proc/cpuinfo"), cores);
     device = str("CPU ", c.model);
-    // The measured FMA rate is the peak; the nominal figure is shown beside it.
-    MeasuredPeak m = measure_cpu_fma_peak(threads);
+    // The measured FMA (or bf16 dot-product) rate is the peak; the nominal
+    // FP32 figure is shown beside it.
+    MeasuredPeak m = bf16 ? measure_cpu_bf16_peak(threads) : measure_cpu_fma_peak(threads);
     peak = m.flops;
-    peak_line = str("CPU FP32 peak (measured: ", m.threads, " thread", m.threads == 1 ? "" : "s",
-                    " of ", m.isa, " FMAs) = ", fmt("%.1f", peak / 1e9), " GFLOP/s");
+    peak_line = str("CPU ", bf16 ? "BF16" : "FP32", " peak (measured: ", m.threads, " thread",
+                    m.threads == 1 ? "" : "s", " of ", m.isa, m.width == 32 ? "" : " FMAs",
+                    ") = ", fmt("%.1f", peak / 1e9), " GFLOP/s");
     if (c.ghz > 0)
       peak_line += str("; nominal ", c.cores, " x ", c.fma_units, " FMA units x ", c.simd_floats,
                        " floats x 2 x ", fmt("%.2f", c.ghz), " GHz = ", fmt("%.1f", c.flops / 1e9));
@@ -239,7 +248,8 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
   // An epoch of the training set the config names (the official size for
   // synthetic MNIST and CIFAR-10).
   const int epoch_images = int(std::max<size_t>(1, s.probe.train));
-  out << "benchmark: device " << device << ", impl " << impl_name(s.impl) << ", batch " << bs
+  out << "benchmark: device " << device << ", impl " << impl_name(s.impl) << ", precision "
+      << precision_name(prec) << ", batch " << bs
       << (cfg.training.grad_accumulation > 1
               ? str(" x ", cfg.training.grad_accumulation, " micro-batches a step")
               : std::string())
@@ -250,7 +260,10 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
                     : std::string())
       << "\n";
   out << "  " << peak_line << "\n";
-  if (!on_gpu) out << "  CPU GEMM: " << sgemm_path_name(sgemm_path()) << " (float)\n";
+  if (!on_gpu && bf16)
+    out << "  CPU GEMM: " << bf16gemm_path_name(bf16gemm_path()) << " (bf16 operands, FP32 sums)\n";
+  else if (!on_gpu)
+    out << "  CPU GEMM: " << sgemm_path_name(sgemm_path()) << " (float)\n";
   out << "  work: " << fmt("%.4g", step_flops / rank_samples / 1e6)
       << " MFLOP per training sample ("
       << fmt("%.4g", step_flops / 1e9)
@@ -305,9 +318,10 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
                 rate(m.median) / rate_unit, rate(m.max) / rate_unit, rate(m.min) / rate_unit);
   out << line;
   if (peak > 0) {
-    std::snprintf(line, sizeof line, "  %-20s %11.1f%%   (%.1f%% .. %.1f%%)%s\n", "of FP32 peak",
+    std::snprintf(line, sizeof line, "  %-20s %11.1f%%   (%.1f%% .. %.1f%%)%s\n",
+                  bf16 ? "of BF16 peak" : "of FP32 peak",
                   100 * rate(m.median) / peak, 100 * rate(m.max) / peak, 100 * rate(m.min) / peak,
-                  on_gpu ? "" : " of the measured FMA rate");
+                  on_gpu ? "" : bf16 ? " of the measured bf16 rate" : " of the measured FMA rate");
     out << line;
   }
   out << "  mean training loss over the " << o.warmup + o.repeats * o.steps << " steps: "
@@ -362,8 +376,8 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
   out << line;
 
   if (ranks == 1) {
-    out << "bench: " << o.config << " impl=" << impl_name(s.impl) << " batch=" << bs
-        << " ms/step=" << fmt("%.4f", m.median) << " img/s=" << fmt("%.0f", med_ips)
+    out << "bench: " << o.config << " impl=" << impl_name(s.impl)
+        << " precision=" << precision_name(prec) << " batch=" << bs << " ms/step=" << fmt("%.4f", m.median) << " img/s=" << fmt("%.0f", med_ips)
         << " epoch_s=" << fmt("%.3f", epoch_images / med_ips)
         << " tflops=" << fmt("%.4g", rate(m.median) / 1e12)
         << " peak_frac=" << (peak > 0 ? fmt("%.4f", rate(m.median) / peak) : std::string("na"))
@@ -414,8 +428,8 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
   out << "  scaling: " << fmt("%.2f", scaling) << "x on " << ranks << " ranks, efficiency "
       << fmt("%.1f", 100 * scaling / ranks) << "% (aggregate / (" << ranks
       << " x one rank alone))\n";
-  out << "bench: " << o.config << " impl=" << impl_name(s.impl) << " batch=" << bs
-      << " ranks=" << ranks << " ms/step=" << fmt("%.4f", slowest)
+  out << "bench: " << o.config << " impl=" << impl_name(s.impl)
+      << " precision=" << precision_name(prec) << " batch=" << bs << " ranks=" << ranks << " ms/step=" << fmt("%.4f", slowest)
       << " img/s=" << fmt("%.0f", aggregate) << " epoch_s=" << fmt("%.3f", epoch_images / aggregate)
       << " tflops=" << fmt("%.4g", rate(slowest) * ranks / 1e12)
       << " peak_frac=" << (peak > 0 ? fmt("%.4f", rate(slowest) / peak) : std::string("na"))

@@ -28,11 +28,16 @@ CpuPeak estimate_cpu_peak(const std::string& cpuinfo, int cores);
 // three runs of about 50 ms: the ceiling hpmc bench holds the CPU against.
 struct MeasuredPeak {
   int threads = 1;
-  int width = 1;     // floats per vector
-  std::string isa;   // "AVX-512", "AVX2 FMA" or "scalar"
+  int width = 1;     // floats per vector (bf16 values for the bf16 peak)
+  std::string isa;   // "AVX-512", "AVX2 FMA", "scalar" or "AVX512_BF16 vdpbf16ps"
   double flops = 0;  // FLOP/s
 };
 MeasuredPeak measure_cpu_fma_peak(int threads);
+// The same for training.precision: bf16: independent vdpbf16ps (32 bf16
+// products a vector, each a multiply-add) where the CPU has AVX512_BF16, the
+// ceiling of hpmc's bf16 GEMM; elsewhere the bf16 GEMM runs on FP32 FMAs
+// (bf16gemm.h, fallback) and this is measure_cpu_fma_peak.
+MeasuredPeak measure_cpu_bf16_peak(int threads);
 
 // Median (the mean of the middle two for an even count), min and max.
 struct Spread {

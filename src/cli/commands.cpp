@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "core/device.h"
+#include "core/bf16gemm.h"
 #include "core/error.h"
 #include "core/sgemm.h"
 #include "core/threads.h"
@@ -25,7 +26,8 @@ std::string cpu_model_and_features() {
     if (flags.empty() && line.rfind("flags", 0) == 0) flags = " " + line.substr(line.find(':') + 1) + " ";
   }
   std::string feats;
-  for (const char* f : {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "amx_tile"})
+  for (const char* f :
+       {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16"})
     if (flags.find(std::string(" ") + f + " ") != std::string::npos) feats += std::string(feats.empty() ? "" : " ") + f;
   if (model.empty()) model = "unknown CPU";
   return model + " [" + (feats.empty() ? "no SIMD flags found" : feats) + "]";
@@ -59,6 +61,9 @@ void cmd_info(std::ostream& out) {
   out << "  float GEMM   : " << sgemm_path_name(sgemm_path())
       << (sgemm_avx512_supported() ? "" : " (no AVX-512 on this CPU)")
       << "; HPMC_GEMM=openblas|avx512|auto\n";
+  out << "  bf16 GEMM    : " << bf16gemm_path_name(bf16gemm_path())
+      << (bf16gemm_avx512_supported() ? "" : " (no AVX512_BF16 on this CPU)")
+      << "; training.precision: bf16 (--impl cpu)\n";
   out << "  impls        : auto (" << impl_name(choose_impl("auto").impl) << " here), cpu"
       << (gpu::compiled_with_cuda() ? (gpu::device_count() > 0 ? ", naive, tiled, im2col"
                                                                 : " (naive, tiled, im2col: no usable GPU)")

@@ -2,11 +2,13 @@
 // that does nothing but independent fused multiply-adds on the widest vectors
 // the CPU has, on every thread at once. A nominal clock times a datasheet
 // width is a poor peak on a machine that boosts (or shares its cores); this is
-// the rate a perfect GEMM inner loop could reach here and now.
+// the rate a perfect GEMM inner loop could reach here and now. Likewise
+// measure_cpu_bf16_peak with AVX512_BF16 dot products (vdpbf16ps).
 #include <chrono>
 #include <cstring>
 
 #include "cli/bench.h"
+#include "core/bf16gemm.h"
 #include "core/threads.h"
 
 #if defined(__x86_64__)
@@ -47,6 +49,25 @@ __attribute__((target("avx2,fma"))) float fma_avx2(long iters) {
   _mm256_storeu_ps(v, s);
   return v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
 }
+
+// kChains independent vdpbf16ps chains: each instruction adds two bf16
+// products into each of 16 FP32 lanes.
+__attribute__((target("avx512f,avx512bf16"))) float dp_avx512bf16(long iters) {
+  __m512 acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_ps(float(k) * 1e-3f);
+  // bf16 pairs (1 + 2^-7, 1) against (2^-20, 2^-20): the sums stay finite.
+  const __m512bh m = (__m512bh)_mm512_set1_epi32(0x3f803f81);
+  const __m512bh a = (__m512bh)_mm512_set1_epi32(0x35803580);
+  for (long i = 0; i < iters; ++i)
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_dpbf16_ps(acc[k], m, a);
+  __m512 s = acc[0];
+  for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
+  float v[16];
+  _mm512_storeu_ps(v, s);
+  float t = 0;
+  for (float x : v) t += x;
+  return t;
+}
 #endif
 
 // One thread's loop at `width` floats per vector; returns a value that
@@ -65,6 +86,32 @@ float fma_loop(int width, long iters) {
   return s;
 }
 
+// The best rate of `loop` (returning a value that depends on all its work)
+// on p.threads threads, `flops_per_iter` FLOPs per iteration and thread.
+template <typename Loop>
+double best_rate(const MeasuredPeak& p, double flops_per_iter, Loop loop) {
+  using Clock = std::chrono::steady_clock;
+  // Grow the loop until one run takes ~50 ms, then take the best of three.
+  long iters = 1 << 14;
+  double best = 0;
+  volatile float sink = 0;
+  for (int round = 0; round < 24 && best == 0; ++round) {
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto t0 = Clock::now();
+      float part = 0;
+#pragma omp parallel num_threads(p.threads) reduction(+ : part)
+      part += loop(iters);
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      sink = sink + part;
+      if (s < 0.05) break;
+      const double flops = double(p.threads) * double(iters) * flops_per_iter;
+      if (flops / s > best) best = flops / s;
+    }
+    if (best == 0) iters *= 2;
+  }
+  return best;
+}
+
 }  // namespace
 
 MeasuredPeak measure_cpu_fma_peak(int threads) {
@@ -77,27 +124,23 @@ MeasuredPeak measure_cpu_fma_peak(int threads) {
   p.width = 1;
 #endif
   p.isa = p.width == 16 ? "AVX-512" : p.width == 8 ? "AVX2 FMA" : "scalar";
-  using Clock = std::chrono::steady_clock;
-  // Grow the loop until one run takes ~50 ms, then take the best of three.
-  long iters = 1 << 14;
-  double best = 0;
-  volatile float sink = 0;
-  for (int round = 0; round < 24 && best == 0; ++round) {
-    for (int rep = 0; rep < 3; ++rep) {
-      const auto t0 = Clock::now();
-      float part = 0;
-#pragma omp parallel num_threads(p.threads) reduction(+ : part)
-      part += fma_loop(p.width, iters);
-      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      sink = sink + part;
-      if (s < 0.05) break;
-      const double flops = double(p.threads) * double(iters) * kChains * p.width * 2.0;
-      if (flops / s > best) best = flops / s;
-    }
-    if (best == 0) iters *= 2;
-  }
-  p.flops = best;
+  p.flops = best_rate(p, kChains * p.width * 2.0,
+                      [&](long iters) { return fma_loop(p.width, iters); });
   return p;
+}
+
+MeasuredPeak measure_cpu_bf16_peak(int threads) {
+#if defined(__x86_64__)
+  if (bf16gemm_avx512_supported()) {
+    MeasuredPeak p;
+    p.threads = threads > 0 ? threads : 1;
+    p.width = 32;
+    p.isa = "AVX512_BF16 vdpbf16ps";
+    p.flops = best_rate(p, kChains * p.width * 2.0, dp_avx512bf16);
+    return p;
+  }
+#endif
+  return measure_cpu_fma_peak(threads);
 }
 
 }  // namespace hpmc

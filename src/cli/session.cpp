@@ -78,7 +78,8 @@ Session open_session(const CommonOptions& o, std::ostream& out, int batch,
   s.probe = probe_session_data(s.cfg, s.format, which);
   s.model = Model::build(s.cfg, s.impl, s.probe.sample, s.probe.num_classes);
   out << "hpmc " << HPMC_VERSION << ": " << s.cfg.name << " (" << o.config << "), impl "
-      << impl_name(s.impl) << ", " << threads << " CPU thread" << (threads == 1 ? "" : "s")
+      << impl_name(s.impl) << ", precision " << precision_name(s.model->precision()) << ", "
+      << threads << " CPU thread" << (threads == 1 ? "" : "s")
       << (world.size() > 1 ? " a rank" : "") << "\n";
   if (world.size() > 1)
     out << "data parallel: " << world.size() << " ranks (" << world.backend() << "), "

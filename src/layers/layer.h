@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "core/precision.h"
 #include "core/shape.h"
 #include "core/tensor.h"
 #include "layers/schema.h"
@@ -88,6 +89,13 @@ class Layer {
   virtual const char* impl() const = 0;
   // Short human description of the hyper-parameters, e.g. "3x3 s1 p1".
   virtual std::string describe() const { return ""; }
+  // The precision its matrix products run in (core/precision.h): the
+  // model's training.precision, which the registry sets from LayerArgs as
+  // it builds the layer (and the GPU rewrite gives a fused layer). Layers
+  // without products have nothing to round; every other value they keep in
+  // FP32. model/impl.h's precision_refusal keeps it to what the impl runs.
+  Precision precision() const { return precision_; }
+  void set_precision(Precision p) { precision_ = p; }
 
   // The output shape for an input shape (n is carried through). Throws
   // ShapeError with both shapes when the layer cannot take the input.
@@ -157,6 +165,7 @@ class Layer {
   bool has_input_shape_ = false;
   std::vector<float*> params_, grads_, buffers_;
   LayerMode mode_;
+  Precision precision_ = Precision::kFp32;
 };
 
 // What pins a layer type's spec to a device: a CPU layer derives from

@@ -79,8 +79,10 @@ struct LayerSchema {
 };
 
 // A layer's key values, read and checked against its schema (defaults filled
-// in), and where the layer is built: its name, the implementation asked for
-// and its per-sample input shape. Every layer class is constructed from one.
+// in), and where the layer is built: its name, the implementation asked for,
+// the precision of its products (the registry passes it on to the layer:
+// Layer::precision) and its per-sample input shape. Every layer class is
+// constructed from one.
 class LayerArgs {
  public:
   LayerArgs() = default;
@@ -88,6 +90,7 @@ class LayerArgs {
 
   std::string name;
   Impl impl = Impl::kCpu;
+  Precision precision = Precision::kFp32;
   Shape in;  // per-sample input shape (n = 1)
 
   // The value of a key of the schema; asking for a key that was not set is

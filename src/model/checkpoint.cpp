@@ -287,6 +287,7 @@ void save_checkpoint(const std::string& path, const Model& model, const Optimize
       {"hpmc_version", HPMC_VERSION},
       {"config_name", cfg.name},
       {"impl", impl_name(model.impl())},
+      {"precision", precision_name(model.precision())},
       {"loss", cfg.model.loss},
       {"seed", std::to_string(cfg.training.seed)},
       {"batch_size", std::to_string(step_batch(cfg.training, ranks))},

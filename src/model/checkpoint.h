@@ -9,7 +9,10 @@
 // follow as "optimizer.<state>.<layer>.<param>": optimizer.momentum.* for sgd
 // with momentum (the names checkpoints have always used), optimizer.m.* and
 // optimizer.v.* for adam and adamw.
-// Metadata (strings): format, hpmc version, config name, impl, seed,
+// The tensors are FP32 in every training.precision (the master weights);
+// a checkpoint trained in bf16 loads, evaluates and resumes in any precision.
+// Metadata (strings): format, hpmc version, config name, impl, precision
+// (for reading, as impl: neither is checked on --resume), seed,
 // batch size (the samples of one step: ranks × training.batch_size ×
 // training.grad_accumulation, which is training.batch_size for one process
 // without accumulation, as it always was; ranks, rank_batch_size and

@@ -532,6 +532,8 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
     tr.threads = t.get_int("threads", tr.threads, 0, 4096);
     tr.fuse = t.get_bool("fuse", tr.fuse);
     tr.fold_upsample = t.get_bool("fold_upsample", tr.fold_upsample);
+    tr.precision = parse_precision(
+        t.get_choice("precision", precision_name(tr.precision), precision_names()));
     {
       // {type: gaussian, std: S} | {type: mask, p: P} | {type: none}; each type
       // knows only its own key.

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/precision.h"
 #include "data/augment.h"
 #include "data/dataset.h"
 #include "optim/optim_config.h"
@@ -114,6 +115,10 @@ struct TrainingConfig {
   // GPU, --impl im2col, with fuse: a nearest ×2 upsample runs inside the 3×3
   // conv2d after it (the rewrite's fold); results equal to rounding, not bit for bit
   bool fold_upsample = true;
+  // The arithmetic of the matrix products (core/precision.h): fp32 (exact
+  // FP32), tf32 or bf16; which impl runs which is model/impl.h's
+  // precision_refusal. `--precision` sets it for any command.
+  Precision precision = Precision::kFp32;
   // Training-time input transforms (data/augment.h), applied by the trainer to
   // training batches only. input_noise is training.input_noise; augment is
   // read from data.augment (where the YAML keeps what is done to the data)

@@ -72,6 +72,9 @@ std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
   if (cfg.augment.active())
     return str("data.augment is ", cfg.augment.describe(),
                " (the fused step trains on the batch as gathered)");
+  if (model.precision() != Precision::kFp32)
+    return str("training.precision is ", precision_name(model.precision()),
+               " (the fused MLP step runs fp32 only)");
   if (model.impl() != Impl::kIm2col) return str("the fused step is part of --impl im2col, not ",
                                                 impl_name(model.impl()));
   if (train.images.dtype() != DType::kU8)

@@ -267,6 +267,7 @@ std::vector<LayerPtr> apply_gpu_rewrite(const RewritePlan& plan,
     }
     LayerPtr fused = gpu::make_fused_layer(g.steps);
     fused->set_input_shape(layers[size_t(g.first)]->input_shape());
+    fused->set_precision(layers[size_t(g.first)]->precision());  // one per model
     out.push_back(std::move(fused));
   }
   return out;

@@ -4,11 +4,13 @@
 //   tiled   GPU, shared-memory tiles
 //   im2col  GPU, implicit-im2col GEMM
 // On the command line `--impl auto` picks one of these (choose_impl).
+// Which precisions (training.precision) each runs: precision_refusal.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "core/precision.h"
 #include "core/tensor.h"
 
 namespace hpmc {
@@ -31,5 +33,17 @@ struct ImplChoice {
   std::string why;
 };
 ImplChoice choose_impl(const std::string& s);  // UsageError listing the choices, auto too
+
+// Why `impl` cannot run the products of a model in `p` (a sentence that says
+// what to do, without a location), or "" when it can:
+//   cpu     fp32, bf16 (tf32 is a tensor-core format)
+//   naive   fp32 (the FP32 reference kernels)
+//   tiled   fp32 (likewise)
+//   im2col  gpu_precision_refusal
+// Checked after `--impl auto` has resolved, before a model is built
+// (Model::build), for the run's impl and for each layer's own `impl`.
+std::string precision_refusal(Impl impl, Precision p);
+// The GPU layers' part (im2col): this build's GPU kernels run fp32 only.
+std::string gpu_precision_refusal(Impl impl, Precision p);
 
 }  // namespace hpmc

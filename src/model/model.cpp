@@ -27,11 +27,19 @@ std::string thousands(size_t n) {
 
 std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& sample,
                                     int num_classes, bool fuse) {
+  // The precision before the device: an impl that cannot run it is refused
+  // on any machine.
+  const Precision prec = cfg.training.precision;
+  if (std::string why = precision_refusal(impl, prec); !why.empty())
+    throw UsageError(str(cfg.source.where(cfg.root["training"]["precision"], "training.precision"),
+                         ": training.precision ", precision_name(prec), " with --impl ",
+                         impl_name(impl), ": ", why));
   if (impl_device(impl) == Device::kGPU && gpu::device_count() == 0)
     throw UsageError(str("--impl ", impl_name(impl), " runs on a CUDA GPU, but there is none usable here [",
                          gpu::describe_devices().front(), "]; use --impl cpu"));
   auto m = std::make_unique<Model>();
   m->impl_ = impl;
+  m->precision_ = prec;
   m->in_ = sample.with_batch(1);
   const LayerRegistry& reg = LayerRegistry::builtin();
   std::set<std::string> names;
@@ -63,6 +71,10 @@ std::unique_ptr<Model> Model::build(const Config& cfg, Impl impl, const Shape& s
                             impl_name(impl), " on the ", device_name(impl_device(impl)),
                             "; a per-layer impl may only pick another implementation of the same "
                             "device"));
+    if (std::string why = precision_refusal(args.impl, prec); own_impl && !why.empty())
+      keys.fail("impl", str("'", impl_name(args.impl), "' with training.precision ",
+                            precision_name(prec), ": ", why));
+    args.precision = prec;
     args.in = cur;
     const std::string& lname = args.name;
     LayerPtr layer;

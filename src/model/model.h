@@ -39,7 +39,9 @@ class Model {
  public:
   // Build from config; `sample` is the per-sample input shape (n = 1) and
   // `num_classes` the label count the data has (checked against a
-  // classifier's output).
+  // classifier's output). The layers run in training.precision; an impl
+  // that cannot (model/impl.h precision_refusal) is a UsageError naming where
+  // the precision was set, before any layer is made.
   // The GPU rewrite needs a GPU impl, `fuse` and training.fuse; either false
   // runs the config's layers one by one (tests compare the two). Its fold
   // needs training.fold_upsample too.
@@ -59,6 +61,8 @@ class Model {
   Loss& loss() { return *loss_; }
   const Loss& loss() const { return *loss_; }
   Impl impl() const { return impl_; }
+  // training.precision: every layer's Layer::precision (core/precision.h).
+  Precision precision() const { return precision_; }
   Device device() const { return impl_device(impl_); }
   const Shape& input_shape() const { return in_; }    // per sample
   const Shape& output_shape() const { return out_; }  // per sample
@@ -125,6 +129,7 @@ class Model {
 
  private:
   Impl impl_ = Impl::kCpu;
+  Precision precision_ = Precision::kFp32;
   Shape in_, out_;
   std::vector<LayerPtr> layers_;
   std::vector<std::string> where_;  // config location of each layer

@@ -70,10 +70,11 @@ namespace {
 }  // namespace
 
 LayerPtr LayerRegistry::create(const LayerType& t, const LayerArgs& args) const {
-  if (args.impl == Impl::kCpu) return t.cpu(args);
-  if (!t.gpu)
+  if (args.impl != Impl::kCpu && !t.gpu)
     no_gpu(str("layer '", args.name, "' (", t.schema->type, ") with --impl ", impl_name(args.impl)));
-  return t.gpu(args);
+  LayerPtr l = args.impl == Impl::kCpu ? t.cpu(args) : t.gpu(args);
+  l->set_precision(args.precision);
+  return l;
 }
 
 LossPtr LayerRegistry::create_loss(const LossType& t, Impl impl) const {
@@ -135,7 +136,7 @@ LayerArgs read_layer_args(const LayerSchema& schema, MapReader& keys, LayerArgs 
 }
 
 LayerPtr make_layer(const std::string& type, const std::string& keys_yaml, Impl impl,
-                    const Shape& in, const std::string& name) {
+                    const Shape& in, const std::string& name, Precision precision) {
   const LayerRegistry& reg = LayerRegistry::builtin();
   const LayerType* t = reg.find(type);
   if (!t) throw ConfigError(str("unknown layer type '", type, "'"));
@@ -143,8 +144,9 @@ LayerPtr make_layer(const std::string& type, const std::string& keys_yaml, Impl 
   src.file = "<" + type + " keys>";
   YAML::Node node = keys_yaml.empty() ? YAML::Node(YAML::NodeType::Map) : YAML::Load(keys_yaml);
   MapReader keys(node, "", src);
-  LayerArgs a = read_layer_args(*t->schema, keys,
-                                LayerArgs(name.empty() ? type : name, impl, in.with_batch(1)));
+  LayerArgs base(name.empty() ? type : name, impl, in.with_batch(1));
+  base.precision = precision;
+  LayerArgs a = read_layer_args(*t->schema, keys, base);
   LayerPtr l = reg.create(*t, a);
   if (in.per_sample() > 0) l->set_input_shape(in.with_batch(1));
   return l;

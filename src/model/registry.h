@@ -78,9 +78,12 @@ LayerArgs read_layer_args(const LayerSchema& schema, MapReader& keys, LayerArgs 
 // A layer of a registered type with its keys given as YAML flow text, e.g.
 // make_layer("maxpool2d", "{kernel: 3, stride: 2}", Impl::kIm2col); the keys
 // are checked exactly as in a config. With a non-empty `in` (per-sample
-// input shape) the layer is also set to that input. For tests and tools.
+// input shape) the layer is also set to that input; `precision` is its
+// Layer::precision (unchecked: precision_refusal is the model's). For tests
+// and tools.
 LayerPtr make_layer(const std::string& type, const std::string& keys_yaml, Impl impl,
-                    const Shape& in = Shape(), const std::string& name = "");
+                    const Shape& in = Shape(), const std::string& name = "",
+                    Precision precision = Precision::kFp32);
 
 // The loss named `type` for the given implementation (ConfigError listing the
 // losses if there is none of that name).

@@ -1,5 +1,6 @@
 // conv2d.cpp — Conv2dCPU: the shared rules of conv2d_spec.h and the float32
-// calls into conv2d_ops.h, which picks im2col + gemm or the thin kernels.
+// calls into conv2d_ops.h, which picks im2col + gemm or the thin kernels, in
+// the layer's precision (fp32 or bf16).
 #include "layers/cpu/conv2d.h"
 
 #include <algorithm>
@@ -20,15 +21,16 @@ size_t Conv2dCPU::workspace_bytes(const Shape& in) const {
 
 void Conv2dCPU::forward_impl(const Tensor& x, Tensor& y) {
   const float* b = cfg_.bias ? param(1) : nullptr;
-  cpu::conv2d_forward(conv_shape(x.shape()), x.data<float>(), param(0), b, y.data<float>(),
-                           ws_);
+  cpu::conv2d_forward(conv_shape(x.shape()), x.data<float>(), param(0), b, y.data<float>(), ws_,
+                      precision());
 }
 
 void Conv2dCPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Tensor* dx) {
   const Conv2dShape s = conv_shape(x.shape());
   float* db = cfg_.bias ? grad(1) : nullptr;
-  cpu::conv2d_backward_params(s, x.data<float>(), dy.data<float>(), grad(0), db, ws_);
-  if (dx) cpu::conv2d_backward_data(s, dy.data<float>(), param(0), dx->data<float>(), ws_);
+  cpu::conv2d_backward_params(s, x.data<float>(), dy.data<float>(), grad(0), db, ws_, precision());
+  if (dx)
+    cpu::conv2d_backward_data(s, dy.data<float>(), param(0), dx->data<float>(), ws_, precision());
 }
 
 HPMC_REGISTER_CPU(Conv2d)

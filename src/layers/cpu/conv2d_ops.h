@@ -12,7 +12,12 @@
 //   * thin (conv2d_thin.h): direct, vectorised, no column matrix, for layers
 //     with few output channels, where the gemm has too few rows to pay for
 //     im2col. conv2d_forward / _backward_data / _backward_params at the end
-//     of this file choose between thin and gemm by shape; layers call those.
+//     of this file choose between thin and gemm by shape and precision;
+//     layers call those.
+// Precision (core/precision.h): the gemm and thin passes take the model's,
+// fp32 or (float only) bf16, in which every product's operands are rounded
+// to bf16 (the gemm's by bf16gemm.h, the thin kernels' in their copies) and
+// summed in FP32. im2col, col2im and the bias stay FP32.
 // Both are templates so that the tests run the same code in double and
 // compare it with finite differences.
 //
@@ -319,7 +324,7 @@ void fill_bias(const Conv2dShape& sh, const T* b, T* y_img) {
 // y = conv(x, w) + b; b may be null. Overwrites y.
 template <typename T>
 void conv2d_gemm_forward(const Conv2dShape& sh, const T* x, const T* w, const T* b, T* y,
-                         Conv2dWorkspace<T>& ws) {
+                         Conv2dWorkspace<T>& ws, Precision prec = Precision::kFp32) {
   ws.prepare(num_threads());
   const int rows = sh.col_rows(), cols = sh.col_cols();
 #pragma omp parallel for schedule(static)
@@ -334,14 +339,14 @@ void conv2d_gemm_forward(const Conv2dShape& sh, const T* x, const T* w, const T*
     }
     if (b) conv_detail::fill_bias(sh, b, yn);
     // y_n [K, PQ] = W [K, CRS] · col [CRS, PQ] (+ bias already in y_n)
-    gemm(false, false, sh.K, cols, rows, T(1), w, rows, col, cols, T(b ? 1 : 0), yn, cols);
+    gemm(prec, false, false, sh.K, cols, rows, T(1), w, rows, col, cols, T(b ? 1 : 0), yn, cols);
   }
 }
 
 // dx = dL/dx for dy = dL/dy. Overwrites dx.
 template <typename T>
 void conv2d_gemm_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T* dx,
-                               Conv2dWorkspace<T>& ws) {
+                               Conv2dWorkspace<T>& ws, Precision prec = Precision::kFp32) {
   ws.prepare(num_threads());
   const int rows = sh.col_rows(), cols = sh.col_cols();
 #pragma omp parallel for schedule(static)
@@ -350,11 +355,11 @@ void conv2d_gemm_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T
     T* dxn = dx + n * sh.in_sample();
     // dcol [CRS, PQ] = W^T · dy_n; for a pointwise kernel dcol is dx_n itself.
     if (sh.is_pointwise()) {
-      gemm(true, false, rows, cols, sh.K, T(1), w, rows, dyn, cols, T(0), dxn, cols);
+      gemm(prec, true, false, rows, cols, sh.K, T(1), w, rows, dyn, cols, T(0), dxn, cols);
       continue;
     }
     T* buf = conv_detail::grow(ws.col[thread_index()], size_t(rows) * cols);
-    gemm(true, false, rows, cols, sh.K, T(1), w, rows, dyn, cols, T(0), buf, cols);
+    gemm(prec, true, false, rows, cols, sh.K, T(1), w, rows, dyn, cols, T(0), buf, cols);
     std::fill(dxn, dxn + sh.in_sample(), T(0));
     col2im(sh, buf, dxn);
   }
@@ -363,7 +368,7 @@ void conv2d_gemm_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T
 // dw += dL/dw and, if db is non-null, db += dL/db.
 template <typename T>
 void conv2d_gemm_backward_params(const Conv2dShape& sh, const T* x, const T* dy, T* dw, T* db,
-                                 Conv2dWorkspace<T>& ws) {
+                                 Conv2dWorkspace<T>& ws, Precision prec = Precision::kFp32) {
   ws.prepare(num_threads());
   const int rows = sh.col_rows(), cols = sh.col_cols();
   const size_t wcount = sh.weight_count();
@@ -386,7 +391,7 @@ void conv2d_gemm_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
       col = buf;
     }
     // partial dW [K, CRS] += dy_n [K, PQ] · col^T [PQ, CRS]
-    gemm(false, true, sh.K, rows, cols, T(1), dyn, cols, col, cols, T(1), pdw, rows);
+    gemm(prec, false, true, sh.K, rows, cols, T(1), dyn, cols, col, cols, T(1), pdw, rows);
     if (pdb)
       for (int k = 0; k < sh.K; ++k)
         pdb[k] += T(conv_detail::sum_in_double(dyn + size_t(k) * cols, cols));
@@ -397,34 +402,36 @@ void conv2d_gemm_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
 
 // ---- the choice of path -----------------------------------------------------------
 
-// Where conv2d_thin_applies (kernels larger than 1x1 with K ≤ 16 or outputs
-// at least 8 wide) the direct kernels of conv2d_thin.h run, elsewhere
-// im2col + gemm. Same contracts as above.
+// Where conv2d_thin_applies(sh, prec) (fp32: kernels larger than 1x1 with
+// K ≤ 16 or outputs at least 8 wide; bf16: larger than 1x1 with K ≤ 16) the
+// direct kernels of conv2d_thin.h run, elsewhere im2col + gemm. Same
+// contracts as above; `prec` is the model's precision (fp32 or, for float,
+// bf16: the products' operands rounded to bf16, sums in FP32).
 template <typename T>
 void conv2d_forward(const Conv2dShape& sh, const T* x, const T* w, const T* b, T* y,
-                    Conv2dWorkspace<T>& ws) {
-  if (conv2d_thin_applies(sh))
-    conv2d_thin_forward(sh, x, w, b, y, ws.thin);
+                    Conv2dWorkspace<T>& ws, Precision prec = Precision::kFp32) {
+  if (conv2d_thin_applies(sh, prec))
+    conv2d_thin_forward(sh, x, w, b, y, ws.thin, best_simd_level(), prec);
   else
-    conv2d_gemm_forward(sh, x, w, b, y, ws);
+    conv2d_gemm_forward(sh, x, w, b, y, ws, prec);
 }
 
 template <typename T>
 void conv2d_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T* dx,
-                          Conv2dWorkspace<T>& ws) {
-  if (conv2d_thin_applies(sh))
-    conv2d_thin_backward_data(sh, dy, w, dx, ws.thin);
+                          Conv2dWorkspace<T>& ws, Precision prec = Precision::kFp32) {
+  if (conv2d_thin_applies(sh, prec))
+    conv2d_thin_backward_data(sh, dy, w, dx, ws.thin, best_simd_level(), prec);
   else
-    conv2d_gemm_backward_data(sh, dy, w, dx, ws);
+    conv2d_gemm_backward_data(sh, dy, w, dx, ws, prec);
 }
 
 template <typename T>
 void conv2d_backward_params(const Conv2dShape& sh, const T* x, const T* dy, T* dw, T* db,
-                            Conv2dWorkspace<T>& ws) {
-  if (conv2d_thin_applies(sh))
-    conv2d_thin_backward_params(sh, x, dy, dw, db, ws.thin);
+                            Conv2dWorkspace<T>& ws, Precision prec = Precision::kFp32) {
+  if (conv2d_thin_applies(sh, prec))
+    conv2d_thin_backward_params(sh, x, dy, dw, db, ws.thin, best_simd_level(), prec);
   else
-    conv2d_gemm_backward_params(sh, x, dy, dw, db, ws);
+    conv2d_gemm_backward_params(sh, x, dy, dw, db, ws, prec);
 }
 
 }  // namespace hpmc::cpu

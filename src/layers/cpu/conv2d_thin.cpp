@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
+#include "core/bf16.h"
 #include "core/error.h"
 #include "core/threads.h"
 
@@ -357,6 +359,22 @@ inline int channel_block(int channels) { return ceil_div(channels, ceil_div(chan
 // Vectors per output row, and per tile: two where the row has two or more.
 inline int tile_vectors(int cols, int lanes) { return ceil_div(cols, lanes) >= 2 ? 2 : 1; }
 
+// The operands of the products in `prec`, in place: bf16 rounds them
+// (core/bf16.h) as they sit in the padded copies and the packed weights, so
+// that the kernels multiply bf16 values exactly and sum in FP32. The double
+// kernels (the tests' oracle) and tf32 (GPU only) have no bf16 form.
+template <typename T>
+void round_operands(T* p, size_t n, Precision prec) {
+  if (prec == Precision::kFp32) return;
+  if constexpr (std::is_same_v<T, float>) {
+    HPMC_CHECK(prec == Precision::kBf16, "the CPU convolutions run fp32 or bf16, not ",
+               precision_name(prec));
+    round_bf16(p, p, n);
+  } else {
+    HPMC_CHECK(false, "the double convolutions run fp32 only, not ", precision_name(prec));
+  }
+}
+
 }  // namespace thin_detail
 
 // ---- instruction sets -------------------------------------------------------------
@@ -402,7 +420,7 @@ const char* simd_level_name(SimdLevel level) {
 
 template <typename T>
 void conv2d_thin_forward(const Conv2dShape& sh, const T* x, const T* w, const T* b, T* y,
-                         Conv2dThinWorkspace<T>& ws, SimdLevel level) {
+                         Conv2dThinWorkspace<T>& ws, SimdLevel level, Precision prec) {
   using namespace thin_detail;
   const ThinKernels<T>& kn = kernels_for<T>(level);
   const int ob = channel_block(sh.K);
@@ -417,6 +435,7 @@ void conv2d_thin_forward(const Conv2dShape& sh, const T* x, const T* w, const T*
   for (int k = 0; k < sh.K; ++k)
     for (int e = 0; e < entries; ++e)
       ws.wpack[(size_t(k / ob) * entries + e) * ob + k % ob] = w[size_t(k) * entries + e];
+  round_operands(ws.wpack.data(), ws.wpack.size(), prec);
   prepare(ws);
 
 #pragma omp parallel
@@ -428,6 +447,7 @@ void conv2d_thin_forward(const Conv2dShape& sh, const T* x, const T* w, const T*
       for (int c0 = 0; c0 < sh.C; c0 += g.chunk) {
         const int cn = std::min(g.chunk, sh.C - c0);
         kn.copy_in(sh, g, x + n * sh.in_sample(), c0, cn, buf);
+        round_operands(buf, size_t(cn) * g.plane, prec);
         TileJob<T> jb;
         jb.in = buf;
         jb.in_row = sh.stride * g.row;
@@ -455,7 +475,7 @@ void conv2d_thin_forward(const Conv2dShape& sh, const T* x, const T* w, const T*
 
 template <typename T>
 void conv2d_thin_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T* dx,
-                               Conv2dThinWorkspace<T>& ws, SimdLevel level) {
+                               Conv2dThinWorkspace<T>& ws, SimdLevel level, Precision prec) {
   using namespace thin_detail;
   const ThinKernels<T>& kn = kernels_for<T>(level);
   const int st = sh.stride, pad = sh.pad, L = kn.lanes;
@@ -512,6 +532,7 @@ void conv2d_thin_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T
             w[((size_t(t.k) * sh.C + c) * sh.R + t.r) * sh.S + t.s];
     }
   }
+  round_operands(ws.wpack.data(), ws.wpack.size(), prec);
   prepare(ws);
 
 #pragma omp parallel
@@ -525,6 +546,7 @@ void conv2d_thin_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T
         for (int p = 0; p < sh.P; ++p)
           std::copy(dyn + (size_t(k) * sh.P + p) * sh.Q, dyn + (size_t(k) * sh.P + p + 1) * sh.Q,
                     buf + k * dplane + ptrdiff_t(p + top) * wd + left);
+      round_operands(buf, size_t(sh.K) * dplane, prec);
       for (const Phase& ph : phases) {
         TileJob<T> jb;
         jb.in = buf;
@@ -554,7 +576,7 @@ void conv2d_thin_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T
 
 template <typename T>
 void conv2d_thin_backward_params(const Conv2dShape& sh, const T* x, const T* dy, T* dw, T* db,
-                                 Conv2dThinWorkspace<T>& ws, SimdLevel level) {
+                                 Conv2dThinWorkspace<T>& ws, SimdLevel level, Precision prec) {
   using namespace thin_detail;
   const ThinKernels<T>& kn = kernels_for<T>(level);
   const int L = kn.lanes;
@@ -601,7 +623,8 @@ void conv2d_thin_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
             std::copy(dyn + (size_t(k) * sh.P + p) * sh.Q,
                       dyn + (size_t(k) * sh.P + p + 1) * sh.Q,
                       dyq + i * dy_image + k * dy_plane + p * dy_row);
-        if (db)
+        round_operands(dyq + i * dy_image, size_t(dy_image), prec);
+        if (db)  // from dy itself: a sum, not a product, so FP32 in any precision
           for (int k = 0; k < sh.K; ++k) {
             const T* d = dyn + size_t(k) * sh.P * sh.Q;
             double acc = 0;
@@ -613,6 +636,7 @@ void conv2d_thin_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
         const int cn = std::min(g.chunk, sh.C - c0);
         for (int i = 0; i < ng; ++i)
           kn.copy_in(sh, g, x + (n0 + i) * sh.in_sample(), c0, cn, buf + i * in_image);
+        round_operands(buf, size_t(ng) * in_image, prec);
         // Blocks of kb output channels (the last one may be smaller).
         for (int b = 0; b < kblocks; ++b) {
           const int k0 = b * kb;
@@ -659,11 +683,11 @@ void conv2d_thin_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
 
 #define HPMC_THIN_INSTANTIATE(T)                                                                \
   template void conv2d_thin_forward<T>(const Conv2dShape&, const T*, const T*, const T*, T*,     \
-                                       Conv2dThinWorkspace<T>&, SimdLevel);                     \
+                                       Conv2dThinWorkspace<T>&, SimdLevel, Precision);          \
   template void conv2d_thin_backward_data<T>(const Conv2dShape&, const T*, const T*, T*,         \
-                                             Conv2dThinWorkspace<T>&, SimdLevel);               \
+                                             Conv2dThinWorkspace<T>&, SimdLevel, Precision);    \
   template void conv2d_thin_backward_params<T>(const Conv2dShape&, const T*, const T*, T*, T*,   \
-                                               Conv2dThinWorkspace<T>&, SimdLevel);
+                                               Conv2dThinWorkspace<T>&, SimdLevel, Precision);
 HPMC_THIN_INSTANTIATE(float)
 HPMC_THIN_INSTANTIATE(double)
 #undef HPMC_THIN_INSTANTIATE

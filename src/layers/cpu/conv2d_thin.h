@@ -39,6 +39,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "core/precision.h"
 #include "layers/conv_shape.h"
 
 namespace hpmc::cpu {
@@ -67,6 +68,15 @@ constexpr int kThinMinQ = 8;   // thin at any K from this output width
 inline bool conv2d_thin_applies(const Conv2dShape& sh) {
   return sh.R * sh.S > 1 && (sh.K <= kThinMaxK || sh.Q >= kThinMinQ);
 }
+// In bf16 the GEMM does two multiply-adds per lane and instruction
+// (bf16gemm.h) where the thin kernels still do one, which repays im2col
+// wherever the GEMM has rows enough: the thin path keeps only the layers
+// with few output channels (K ≤ kThinMaxK), whose GEMM would have 1 to 16
+// rows, each packed column of B used for that few multiply-adds.
+inline bool conv2d_thin_applies(const Conv2dShape& sh, Precision prec) {
+  return prec == Precision::kBf16 ? sh.R * sh.S > 1 && sh.K <= kThinMaxK
+                                  : conv2d_thin_applies(sh);
+}
 
 // Scratch memory of the thin path, grown on demand and kept between calls
 // (a layer owns one inside its Conv2dWorkspace). Not shareable between
@@ -81,20 +91,29 @@ struct Conv2dThinWorkspace {
   std::vector<ptrdiff_t> offsets;          // input offset of each tap
 };
 
+// Each pass runs in `prec` (core/precision.h): fp32, or bf16 for float, where
+// the operands of its products (x, w, dy) are rounded to bf16 in the copies
+// and packed weights the kernels read anyway, and summed in FP32 (the weight
+// gradient's partials in double, as in fp32); the bias gradient sums dy as it
+// is. The double kernels run fp32 only.
+
 // y = conv(x, w) + b; b may be null. Overwrites y.
 template <typename T>
 void conv2d_thin_forward(const Conv2dShape& sh, const T* x, const T* w, const T* b, T* y,
-                         Conv2dThinWorkspace<T>& ws, SimdLevel level = best_simd_level());
+                         Conv2dThinWorkspace<T>& ws, SimdLevel level = best_simd_level(),
+                         Precision prec = Precision::kFp32);
 
 // dx = dL/dx for dy = dL/dy. Overwrites dx.
 template <typename T>
 void conv2d_thin_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T* dx,
-                               Conv2dThinWorkspace<T>& ws, SimdLevel level = best_simd_level());
+                               Conv2dThinWorkspace<T>& ws, SimdLevel level = best_simd_level(),
+                               Precision prec = Precision::kFp32);
 
 // dw += dL/dw and, if db is non-null, db += dL/db.
 template <typename T>
 void conv2d_thin_backward_params(const Conv2dShape& sh, const T* x, const T* dy, T* dw, T* db,
                                  Conv2dThinWorkspace<T>& ws,
-                                 SimdLevel level = best_simd_level());
+                                 SimdLevel level = best_simd_level(),
+                                 Precision prec = Precision::kFp32);
 
 }  // namespace hpmc::cpu

@@ -1,5 +1,6 @@
 // conv_transpose2d.cpp — ConvTranspose2dCPU: the float32 calls into
-// conv_transpose2d_ops.h on the layer's equivalent convolution.
+// conv_transpose2d_ops.h on the layer's equivalent convolution, in the
+// layer's precision (fp32 or bf16).
 #include "layers/cpu/conv_transpose2d.h"
 
 #include <algorithm>
@@ -22,16 +23,18 @@ size_t ConvTranspose2dCPU::workspace_bytes(const Shape& in) const {
 void ConvTranspose2dCPU::forward_impl(const Tensor& x, Tensor& y) {
   const float* b = cfg_.bias ? param(1) : nullptr;
   cpu::conv_transpose2d_forward(equivalent_conv(x.shape()), x.data<float>(), param(0), b,
-                                y.data<float>(), ws_);
+                                y.data<float>(), ws_, precision());
 }
 
 void ConvTranspose2dCPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& dy,
                                        Tensor* dx) {
   const Conv2dShape eq = equivalent_conv(x.shape());
   float* db = cfg_.bias ? grad(1) : nullptr;
-  cpu::conv_transpose2d_backward_params(eq, x.data<float>(), dy.data<float>(), grad(0), db, ws_);
+  cpu::conv_transpose2d_backward_params(eq, x.data<float>(), dy.data<float>(), grad(0), db, ws_,
+                                        precision());
   if (dx)
-    cpu::conv_transpose2d_backward_data(eq, dy.data<float>(), param(0), dx->data<float>(), ws_);
+    cpu::conv_transpose2d_backward_data(eq, dy.data<float>(), param(0), dx->data<float>(), ws_,
+                                        precision());
 }
 
 HPMC_REGISTER_CPU(ConvTranspose2d)

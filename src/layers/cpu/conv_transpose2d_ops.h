@@ -16,6 +16,7 @@
 // and against finite differences (tests/test_conv_transpose.cpp).
 //
 // Gradient convention (layer.h): dw/db ACCUMULATE (+=), dx is OVERWRITTEN.
+// Precision: conv2d_ops.h's, passed through (`prec`); the bias passes are FP32.
 // Determinism: conv2d_ops.h's (bit-identical for a fixed thread count); the
 // bias passes give each channel to one thread, in a fixed order.
 #pragma once
@@ -30,8 +31,8 @@ namespace hpmc::cpu {
 // y = conv_transpose(x, w) + b; b may be null. Overwrites y.
 template <typename T>
 void conv_transpose2d_forward(const Conv2dShape& eq, const T* x, const T* w, const T* b, T* y,
-                              Conv2dWorkspace<T>& ws) {
-  conv2d_backward_data(eq, x, w, y, ws);
+                              Conv2dWorkspace<T>& ws, Precision prec = Precision::kFp32) {
+  conv2d_backward_data(eq, x, w, y, ws, prec);
   if (!b) return;
   const size_t plane = size_t(eq.H) * eq.W;
   const ptrdiff_t planes = ptrdiff_t(eq.N) * eq.C;
@@ -46,8 +47,8 @@ void conv_transpose2d_forward(const Conv2dShape& eq, const T* x, const T* w, con
 // dx = dL/dx for dy = dL/dy. Overwrites dx.
 template <typename T>
 void conv_transpose2d_backward_data(const Conv2dShape& eq, const T* dy, const T* w, T* dx,
-                                    Conv2dWorkspace<T>& ws) {
-  conv2d_forward(eq, dy, w, static_cast<const T*>(nullptr), dx, ws);
+                                    Conv2dWorkspace<T>& ws, Precision prec = Precision::kFp32) {
+  conv2d_forward(eq, dy, w, static_cast<const T*>(nullptr), dx, ws, prec);
 }
 
 // db += Σ dy over the batch and the output plane, per output channel.
@@ -66,10 +67,11 @@ void conv_transpose2d_backward_bias(const Conv2dShape& eq, const T* dy, T* db) {
 // dw += dL/dw and, if db is non-null, db += dL/db.
 template <typename T>
 void conv_transpose2d_backward_params(const Conv2dShape& eq, const T* x, const T* dy, T* dw,
-                                      T* db, Conv2dWorkspace<T>& ws) {
+                                      T* db, Conv2dWorkspace<T>& ws,
+                                      Precision prec = Precision::kFp32) {
   // In eq's terms the output gradient dy is the input and x the output
   // gradient: dw[c][o][r][s] = Σ x[n][c][p][q] · dy[n][o][p·st−pad+r][q·st−pad+s].
-  conv2d_backward_params(eq, dy, x, dw, static_cast<T*>(nullptr), ws);
+  conv2d_backward_params(eq, dy, x, dw, static_cast<T*>(nullptr), ws, prec);
   if (db) conv_transpose2d_backward_bias(eq, dy, db);
 }
 

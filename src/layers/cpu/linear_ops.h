@@ -6,6 +6,9 @@
 //   forward:  y  = x · W^T + b
 //   backward: dW += dY^T · X,  db += Σ_n dY,  dX = dY · W
 // Parameter gradients ACCUMULATE, dx is OVERWRITTEN (layer.h).
+// `prec` is the model's precision (core/precision.h): fp32, or for float
+// bf16, where the three products round their operands to bf16 and sum in
+// FP32 (bf16gemm.h); the bias and its gradient stay FP32.
 //
 // Threads split the FEATURE axis, not the batch: every output element is
 // computed by exactly one gemm call (so there is no reduction and results
@@ -45,7 +48,8 @@ constexpr int kAlign = 16;
 
 // y = x · W^T + b; b may be null. Overwrites y.
 template <typename T>
-void linear_forward(int batch, int in, int out, const T* x, const T* w, const T* b, T* y) {
+void linear_forward(int batch, int in, int out, const T* x, const T* w, const T* b, T* y,
+                    Precision prec = Precision::kFp32) {
   const int parts = linear_detail::parts_for(batch, in, out);
 #pragma omp parallel for schedule(static) if (parts > 1)
   for (int part = 0; part < parts; ++part) {
@@ -55,27 +59,29 @@ void linear_forward(int batch, int in, int out, const T* x, const T* w, const T*
     if (b)
       for (int n = 0; n < batch; ++n) std::copy(b + o0, b + o1, y + size_t(n) * out + o0);
     // y[:, o0:o1] = x · W[o0:o1, :]^T (+ the bias already there)
-    gemm(false, true, batch, o1 - o0, in, T(1), x, in, w + size_t(o0) * in, in, T(b ? 1 : 0),
-         y + o0, out);
+    gemm(prec, false, true, batch, o1 - o0, in, T(1), x, in, w + size_t(o0) * in, in,
+         T(b ? 1 : 0), y + o0, out);
   }
 }
 
 // dx = dy · W. Overwrites dx.
 template <typename T>
-void linear_backward_data(int batch, int in, int out, const T* dy, const T* w, T* dx) {
+void linear_backward_data(int batch, int in, int out, const T* dy, const T* w, T* dx,
+                          Precision prec = Precision::kFp32) {
   const int parts = linear_detail::parts_for(batch, in, out);
 #pragma omp parallel for schedule(static) if (parts > 1)
   for (int part = 0; part < parts; ++part) {
     int i0, i1;
     linear_detail::split_range(in, parts, part, linear_detail::kAlign, i0, i1);
     if (i0 >= i1) continue;
-    gemm(false, false, batch, i1 - i0, out, T(1), dy, out, w + i0, in, T(0), dx + i0, in);
+    gemm(prec, false, false, batch, i1 - i0, out, T(1), dy, out, w + i0, in, T(0), dx + i0, in);
   }
 }
 
 // dw += dy^T · x and, if db is non-null, db += Σ_n dy.
 template <typename T>
-void linear_backward_params(int batch, int in, int out, const T* x, const T* dy, T* dw, T* db) {
+void linear_backward_params(int batch, int in, int out, const T* x, const T* dy, T* dw, T* db,
+                            Precision prec = Precision::kFp32) {
   const int parts = linear_detail::parts_for(batch, in, out);
 #pragma omp parallel for schedule(static) if (parts > 1)
   for (int part = 0; part < parts; ++part) {
@@ -83,8 +89,8 @@ void linear_backward_params(int batch, int in, int out, const T* x, const T* dy,
     // Rows of dW: split at 1 so that small `out` still spreads over threads.
     linear_detail::split_range(out, parts, part, 1, o0, o1);
     if (o0 >= o1) continue;
-    gemm(true, false, o1 - o0, in, batch, T(1), dy + o0, out, x, in, T(1), dw + size_t(o0) * in,
-         in);
+    gemm(prec, true, false, o1 - o0, in, batch, T(1), dy + o0, out, x, in, T(1),
+         dw + size_t(o0) * in, in);
     if (db)  // column sums of dy: for each o the n-sum runs in order, as a
              // plain loop would, but o is innermost so the adds vectorise
       for (int ob = o0; ob < o1; ob += 64) {

@@ -6,8 +6,10 @@
 // Nearest (PyTorch's Upsample(mode="nearest")):
 //   Forward:  y[p, i, j] = x[p, i / s, j / s]  (integer division), i.e. each
 //             input pixel becomes an s×s block.
-//   Backward: dx[p, i, j] = sum over the s×s block of dy[p, i·s + a, j·s + b];
-//             dx is overwritten.
+//   Backward: dx[p, i, j] = sum over the s×s block of dy[p, i·s + a, j·s + b],
+//             from 0, a then b ascending; dx is overwritten.
+//   Scale 2 (every shipped config's) has its own loops (upsample2d_*_x2): the
+//   same copies and the same sums in the same order, in code that vectorises.
 // Bilinear (PyTorch's Upsample(mode="bilinear", align_corners=False)):
 //   Forward:  with the row tap (i0, i1, a0, a1) of output row i and the column
 //             tap (j0, j1, b0, b1) of output column j (bilinear_tap in
@@ -33,7 +35,7 @@
 namespace hpmc {
 
 template <typename T>
-void upsample2d_forward(const T* x, T* y, int64_t planes, int h, int w, int scale) {
+void upsample2d_forward_general(const T* x, T* y, int64_t planes, int h, int w, int scale) {
   const int oh = h * scale, ow = w * scale;
   const size_t in_plane = size_t(h) * w, out_plane = size_t(oh) * ow;
 #pragma omp parallel for schedule(static)
@@ -49,7 +51,7 @@ void upsample2d_forward(const T* x, T* y, int64_t planes, int h, int w, int scal
 }
 
 template <typename T>
-void upsample2d_backward(const T* dy, T* dx, int64_t planes, int h, int w, int scale) {
+void upsample2d_backward_general(const T* dy, T* dx, int64_t planes, int h, int w, int scale) {
   const int ow = w * scale;
   const size_t in_plane = size_t(h) * w, out_plane = size_t(h) * scale * ow;
 #pragma omp parallel for schedule(static)
@@ -66,6 +68,49 @@ void upsample2d_backward(const T* dy, T* dx, int64_t planes, int h, int w, int s
         dxp[size_t(i) * w + j] = sum;
       }
   }
+}
+
+template <typename T>
+void upsample2d_forward_x2(const T* x, T* y, int64_t planes, int h, int w) {
+  const int ow = 2 * w;
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < planes; ++p)
+    for (int i = 0; i < h; ++i) {
+      const T* in = x + (size_t(p) * h + i) * w;
+      T* out = y + (size_t(p) * h + i) * 2 * ow;
+      for (int j = 0; j < w; ++j) out[2 * j] = out[2 * j + 1] = in[j];
+      for (int j = 0; j < ow; ++j) out[ow + j] = out[j];
+    }
+}
+
+template <typename T>
+void upsample2d_backward_x2(const T* dy, T* dx, int64_t planes, int h, int w) {
+  const int ow = 2 * w;
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < planes; ++p)
+    for (int i = 0; i < h; ++i) {
+      const T* g0 = dy + (size_t(p) * h + i) * 2 * ow;
+      const T* g1 = g0 + ow;
+      T* out = dx + (size_t(p) * h + i) * w;
+      for (int j = 0; j < w; ++j)
+        out[j] = (((T(0) + g0[2 * j]) + g0[2 * j + 1]) + g1[2 * j]) + g1[2 * j + 1];
+    }
+}
+
+template <typename T>
+void upsample2d_forward(const T* x, T* y, int64_t planes, int h, int w, int scale) {
+  if (scale == 2)
+    upsample2d_forward_x2(x, y, planes, h, w);
+  else
+    upsample2d_forward_general(x, y, planes, h, w, scale);
+}
+
+template <typename T>
+void upsample2d_backward(const T* dy, T* dx, int64_t planes, int h, int w, int scale) {
+  if (scale == 2)
+    upsample2d_backward_x2(dy, dx, planes, h, w);
+  else
+    upsample2d_backward_general(dy, dx, planes, h, w, scale);
 }
 
 // The taps of the `out` positions of one axis of `in` positions.

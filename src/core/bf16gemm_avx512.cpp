@@ -1,0 +1,290 @@
+// bf16gemm_avx512.cpp — hpmc's bf16 GEMM for CPUs with AVX512_BF16 (see
+// bf16gemm.h).
+//
+// C[M×N] = alpha · op(Â)[M×K] · op(B̂)[K×N] + beta · C, Â and B̂ the operands
+// rounded to bf16 as they are packed, in sgemm_avx512.cpp's loops (with its
+// tile store, transposes, K cut and pack buffers: gemm_avx512_common.h):
+//
+//   for jc in N by NC:
+//     for pc in K's pairs by kc (near-equal blocks of at most kKC pairs):
+//       pack op(B)[2pc.., jc..] → Bp: NR-wide micro-panels of pairs   (L2)
+//       for ic in M by kMC:
+//         pack op(A)[ic.., 2pc..] → Ap: kMR-tall micro-panels of pairs
+//         for ir in MC by kMR:          an A micro-panel stays in L1
+//           for jr in NC by NR:         B micro-panels stream from L2
+//             micro-kernel: C[ir.., jr..] (kMR × NR) = Ap · Bp over kc pairs
+//
+// A packed element is a PAIR: the bf16 values of op(X) at k = 2p and 2p + 1
+// in one 32-bit word (k = 2p in the low half), the layout vdpbf16ps reads:
+// it adds a(i, 2p)·b(2p, j) + a(i, 2p+1)·b(2p+1, j) into FP32 lane j. Pair p
+// of row i of an A micro-panel lies at Ap[p·kMR + i], of column j of a B
+// micro-panel at Bp[p·NR + j]; the half pair after an odd K, rows past M and
+// columns past N are zeros, so the kernel always runs whole tiles and only
+// its store is masked.
+//
+// Rounding happens in the packs, by vcvtne2ps2bf16 (bf16.h's rule). An
+// operand whose K runs along memory (A, or B transposed) turns into pairs as
+// it is converted, and then goes through sgemm's 8×16 register transposes
+// (a pair is 32 bits, like a float). An operand whose K runs across rows (A
+// transposed, or B) has its rows 2p and 2p + 1 converted together and their
+// 16-bit halves interleaved (vpermw). Everything is packed, since everything
+// must be converted, and C is stored as it is: with both transposes packed
+// at the same cost, sgemm's C^T arrangement would gain nothing.
+//
+// The micro-kernel keeps a kMR × NR tile of C in kMR·NV zmm accumulators
+// (NR = 16·NV, NV from N as in sgemm): per pair it loads NV vectors of Bp,
+// broadcasts kMR words of Ap and issues kMR·NV vdpbf16ps, each two
+// multiply-adds per lane. The first K block stores alpha·acc + beta·C, later
+// blocks add alpha·acc onto C, so each element's sum order is fixed by K
+// alone (bf16gemm.h, determinism).
+//
+// Every function here carries a target attribute instead of relying on the
+// build's -march: bf16gemm.cpp calls in only when the CPU has AVX512_BF16.
+#include "core/bf16gemm.h"
+#include "core/error.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which
+// -Wmaybe-uninitialized reports once inlined (GCC bug 105593, fixed in
+// GCC 13). Quieted for this file only, as in sgemm_avx512.cpp.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <cstdint>
+
+#include "core/gemm_avx512_common.h"
+
+#define HPMC_BF16 \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,avx2,fma")))
+#define HPMC_BF16_INLINE HPMC_BF16 inline __attribute__((always_inline))
+
+namespace hpmc {
+
+namespace {
+
+using gemm_avx512::choose_nv;
+using gemm_avx512::kblocks_for;
+using gemm_avx512::kMR;
+using gemm_avx512::scale_c;
+using gemm_avx512::store_tile;
+using gemm_avx512::transpose8x16;
+
+// sgemm's blocks in bytes: a pair is as wide as a float.
+constexpr int kKC = 512;  // deepest K block in pairs: an A micro-panel is kMR·kKC·4 = 16 KiB
+constexpr int kMC = 192;  // rows of a packed A block
+constexpr int kNC = 384;  // columns of a packed B block: kKC·kNC·4 = 768 KiB, in L2
+
+thread_local gemm_avx512::PackBuffer<uint32_t> a_pack, b_pack;
+
+inline __mmask16 low_mask16(int n) { return __mmask16((1u << std::clamp(n, 0, 16)) - 1); }
+
+// dst[p·ldd + r] = pair p of memory row r, i.e. src[r·lds + 2p] and
+// src[r·lds + 2p + 1] as bf16, for r < 8 and p < (kc + 1) / 2: eight rows
+// whose K runs along memory, turned into pairs and transposed. Rows at and
+// past `rows`, and k at and past kc, read as zeros.
+HPMC_BF16_INLINE void pack_rows8(const float* src, ptrdiff_t lds, int rows, int kc, uint32_t* dst,
+                                 ptrdiff_t ldd) {
+  for (int k0 = 0; k0 < kc; k0 += 32) {
+    const int left = std::min(32, kc - k0);
+    const __mmask16 m0 = low_mask16(left), m1 = low_mask16(left - 16);
+    __m512 r[8];
+    for (int i = 0; i < 8; ++i) {
+      if (i >= rows) {
+        r[i] = _mm512_setzero_ps();
+        continue;
+      }
+      const float* s = src + i * lds + k0;
+      const __m512bh w =
+          _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, s + 16), _mm512_maskz_loadu_ps(m0, s));
+      r[i] = _mm512_castsi512_ps((__m512i)w);
+    }
+    __m256 out[16];
+    transpose8x16(r, out);
+    const int pairs = (left + 1) / 2;
+    for (int p = 0; p < pairs; ++p)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (k0 / 2 + p) * ldd),
+                          _mm256_castps_si256(out[p]));
+  }
+}
+
+// dst[p·ldd + j] = pair p of column j, i.e. src[2p·lds + j] and
+// src[(2p + 1)·lds + j] as bf16, for j < 16·NV and p < (kc + 1) / 2: memory
+// rows that run across K, two at a time, their halves interleaved. Columns
+// at and past `cols`, and the row after an odd kc, read as zeros.
+template <int NV>
+HPMC_BF16_INLINE void pack_cols(const float* src, ptrdiff_t lds, int cols, int kc, uint32_t* dst,
+                                ptrdiff_t ldd) {
+  // Word 2j of the result is word j of the even row, word 2j + 1 word j of
+  // the odd one (at 16 + j in cvtne2ps2bf16's output).
+  const __m512i interleave = _mm512_set_epi16(
+      31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19,
+      3, 18, 2, 17, 1, 16, 0);
+  __mmask16 mask[NV];
+  for (int v = 0; v < NV; ++v) mask[v] = low_mask16(cols - 16 * v);
+  for (int p = 0; 2 * p < kc; ++p) {
+    const float* even = src + 2 * p * lds;
+    const bool has_odd = 2 * p + 1 < kc;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __m512 lo = _mm512_maskz_loadu_ps(mask[v], even + 16 * v);
+      const __m512 hi =
+          has_odd ? _mm512_maskz_loadu_ps(mask[v], even + lds + 16 * v) : _mm512_setzero_ps();
+      const __m512i w = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+      _mm512_storeu_si512(dst + p * ldd + 16 * v, _mm512_permutexvar_epi16(interleave, w));
+    }
+  }
+}
+
+// The 8-column form of pack_cols, for the micro-panels of a transposed A.
+HPMC_BF16_INLINE void pack_cols8(const float* src, ptrdiff_t lds, int cols, int kc, uint32_t* dst,
+                                 ptrdiff_t ldd) {
+  const __m256i interleave =
+      _mm256_set_epi16(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+  const __mmask8 mask = __mmask8((1u << cols) - 1);
+  for (int p = 0; 2 * p < kc; ++p) {
+    const float* even = src + 2 * p * lds;
+    const __m256 lo = _mm256_maskz_loadu_ps(mask, even);
+    const __m256 hi =
+        2 * p + 1 < kc ? _mm256_maskz_loadu_ps(mask, even + lds) : _mm256_setzero_ps();
+    const __m256i w = (__m256i)_mm256_cvtne2ps_pbh(hi, lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + p * ldd),
+                        _mm256_permutexvar_epi16(interleave, w));
+  }
+}
+
+// Ap ← op(A)[i0 : i0+mc, p0 : p0+kc] as kMR-row micro-panels of pairs: pair
+// p of row i of panel q lands at Ap[q·kMR·kc2 + p·kMR + i] (kc2 = (kc+1)/2).
+HPMC_BF16 void pack_a(bool trans, const float* a, ptrdiff_t lda, int i0, int mc, int p0, int kc,
+                      uint32_t* ap) {
+  const int kc2 = (kc + 1) / 2;
+  for (int ir = 0; ir < mc; ir += kMR) {
+    const int mr = std::min(kMR, mc - ir);
+    uint32_t* dst = ap + ptrdiff_t(ir) * kc2;
+    if (trans)  // op(A)(i, p) = a[p·lda + i]: K across rows
+      pack_cols8(a + p0 * lda + i0 + ir, lda, mr, kc, dst, kMR);
+    else  // op(A)(i, p) = a[i·lda + p]: K along memory
+      pack_rows8(a + (i0 + ir) * lda + p0, lda, mr, kc, dst, kMR);
+  }
+}
+
+// Bp ← op(B)[p0 : p0+kc, j0 : j0+nc] as NR-column micro-panels of pairs: pair
+// p of column j of panel q lands at Bp[q·NR·kc2 + p·NR + j].
+template <int NV>
+HPMC_BF16 void pack_b(bool trans, const float* b, ptrdiff_t ldb, int p0, int kc, int j0, int nc,
+                      uint32_t* bp) {
+  constexpr int NR = 16 * NV;
+  const int kc2 = (kc + 1) / 2;
+  for (int jr = 0; jr < nc; jr += NR) {
+    const int nr = std::min(NR, nc - jr);
+    uint32_t* dst = bp + ptrdiff_t(jr) * kc2;
+    if (!trans) {  // op(B)(p, j) = b[p·ldb + j]: K across rows
+      pack_cols<NV>(b + p0 * ldb + j0 + jr, ldb, nr, kc, dst, NR);
+    } else {  // op(B)(p, j) = b[j·ldb + p]: K along memory, 8 columns at a time
+      for (int jj = 0; jj < NR; jj += 8)
+        pack_rows8(b + (j0 + jr + jj) * ldb + p0, ldb, std::clamp(nr - jj, 0, 8), kc, dst + jj,
+                   NR);
+    }
+  }
+}
+
+// C tile (mr ≤ kMR rows, nr ≤ NR columns) = alpha · Ap·Bp + beta · C over
+// kc2 pairs of packed micro-panels.
+template <int NV>
+HPMC_BF16 void micro_kernel(int kc2, const uint32_t* __restrict a, const uint32_t* __restrict b,
+                            float* c, ptrdiff_t ldc, int mr, int nr, float alpha, float beta) {
+  constexpr int NR = 16 * NV;
+  __m512 acc[kMR][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < kMR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+
+  for (int p = 0; p < kc2; ++p) {
+    __m512bh bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_load_si512(b + 16 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < kMR; ++i) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(a[i]));
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], av, bv[v]);
+    }
+    a += kMR;
+    b += NR;
+  }
+  store_tile<NV>(acc, c, ldc, mr, nr, alpha, beta);
+}
+
+template <int NV>
+HPMC_BF16 void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                            const float* a, ptrdiff_t lda, const float* b, ptrdiff_t ldb,
+                            float beta, float* c, ptrdiff_t ldc) {
+  constexpr int NR = 16 * NV;
+  constexpr int NC = kNC / NR * NR;
+  // Near-equal blocks of pairs: the cut depends on k alone (bf16gemm.h).
+  const int k2 = (k + 1) / 2;
+  const int kblocks = kblocks_for(k2, kKC);
+  const int kc2_max = (k2 + kblocks - 1) / kblocks;
+  const int nc_room = (std::min(n, NC) + NR - 1) / NR * NR;
+  const int mc_room = (std::min(m, kMC) + kMR - 1) / kMR * kMR;
+  uint32_t* bp = b_pack.get(size_t(kc2_max) * nc_room);
+  uint32_t* ap = a_pack.get(size_t(kc2_max) * mc_room);
+
+  for (int jc = 0; jc < n; jc += NC) {
+    const int nc = std::min(NC, n - jc);
+    for (int pc2 = 0; pc2 < k2; pc2 += kc2_max) {
+      const int kc2 = std::min(kc2_max, k2 - pc2);
+      const int p0 = 2 * pc2, kc = std::min(2 * kc2, k - p0);  // the block's k values
+      const float beta_block = pc2 == 0 ? beta : 1.f;
+      pack_b<NV>(trans_b, b, ldb, p0, kc, jc, nc, bp);
+      for (int ic = 0; ic < m; ic += kMC) {
+        const int mc = std::min(kMC, m - ic);
+        pack_a(trans_a, a, lda, ic, mc, p0, kc, ap);
+        for (int ir = 0; ir < mc; ir += kMR) {
+          const int mr = std::min(kMR, mc - ir);
+          for (int jr = 0; jr < nc; jr += NR)
+            micro_kernel<NV>(kc2, ap + ptrdiff_t(ir) * kc2, bp + ptrdiff_t(jr) * kc2,
+                             c + (ic + ir) * ldc + jc + jr, ldc, mr, std::min(NR, nc - jr), alpha,
+                             beta_block);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void bf16gemm_avx512(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                     int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.f) {
+    scale_c(m, n, beta, c, ldc);
+    return;
+  }
+  switch (choose_nv(n)) {
+    case 1:
+      gemm_blocked<1>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      break;
+    case 2:
+      gemm_blocked<2>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      break;
+    default:
+      gemm_blocked<3>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+}  // namespace hpmc
+
+#else  // not x86-64 with GCC or Clang: the avx512_bf16 path does not exist
+
+namespace hpmc {
+
+void bf16gemm_avx512(bool, bool, int, int, int, float, const float*, int, const float*, int,
+                     float, float*, int) {
+  throw RuntimeError("hpmc's AVX512_BF16 GEMM is not built for this CPU architecture");
+}
+
+}  // namespace hpmc
+
+#endif

@@ -1,0 +1,277 @@
+// gemm_tc.cu — the tensor-core GEMM engine (gemm_tc.h): C (= or +=)
+// op(A)·op(B) with operands rounded to tf32 or bf16 and FP32 sums.
+//
+// ---- shared memory ---------------------------------------------------------------------
+// Each operand's k-tile is 128 rows (m for A, n for B) × KT values of k, kept
+// row by row in 32-bit words: a bf16 word holds k = 2w (its lower half, as the
+// mma fragments want it) and 2w + 1; a tf32 word holds k = w. KT = 32 (bf16)
+// or 16 (tf32) is 16 words either way; rows are padded to kRowWords = 20, so
+// that a warp's fragment loads (rows g = lane/4 + const, words t = lane%4 +
+// const) fall in 32 distinct banks: 20·g + t mod 32 covers 0…31 for g < 8,
+// t < 4. Two buffers of both operands: 40 KB.
+//
+// ---- fragments (PTX ISA: mma.m16n8k16 .bf16, mma.m16n8k8 .tf32) ------------------------
+// With g = lane/4, t = lane%4 and a k-step of 8 words starting at word w0
+// (16 bf16 or 8 tf32 values), both formats read the same words:
+//   A (16×k, row)             a0 = [g][w0+t]  a1 = [g+8][w0+t]  a2 = [g][w0+4+t]  a3 = [g+8][w0+4+t]
+//   B (k×8, col; rows are n)  b0 = [g][w0+t]  b1 = [g][w0+4+t]
+//   C (16×8, FP32)            c0, c1 at (g, 2t), (g, 2t+1); c2, c3 at (g+8, 2t), (g+8, 2t+1)
+// so one loop serves both; only the conversion and the mma instruction differ.
+//
+// ---- loaders -----------------------------------------------------------------------------
+// An operand is read either k-contiguous (element (r, k) at p[r·ld + k]: A
+// plain, B transposed) or row-contiguous (at p[k·ld + r]: A transposed, B
+// plain), 4 consecutive values a thread (16-byte loads where the pointer and
+// ld allow, else 4-byte), past the matrix as zeros. k-contiguous values are
+// converted and stored 2 or 4 words at a time; row-contiguous ones are
+// scattered into 4 rows, one value each (half-word stores for bf16).
+//
+// ---- pipeline ----------------------------------------------------------------------------
+// Tile kt+1 is loaded into registers while the mma loop works on tile kt
+// from shared memory; then it is converted into the other buffer and one
+// barrier orders both (every warp has finished reading that buffer, tile
+// kt−1, before the barrier of the previous iteration).
+#include "layers/gpu/gemm_tc.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+
+namespace hpmc::gpu::gemm_tc {
+
+namespace {
+
+constexpr int kBM = 128, kBN = 128, kThreads = 256;
+constexpr int kRowWords = 20;  // 16 words of data, 4 of padding
+constexpr int kWarpM = 64, kWarpN = 32;  // 8 warps as 2 (m) × 4 (n)
+constexpr int kMmaM = kWarpM / 16, kMmaN = kWarpN / 8;  // 4 × 4 mma tiles a warp
+constexpr int kTileWords = kBM * kRowWords;
+
+struct Tf32 {
+  static constexpr int KT = 16;  // k values per tile
+  __device__ __forceinline__ static uint32_t one(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+  }
+  __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4],
+                                             const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+
+struct Bf16 {
+  static constexpr int KT = 32;
+  __device__ __forceinline__ static uint32_t pair(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lower half) = lo
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+  __device__ __forceinline__ static uint16_t half(float x) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+  }
+  __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4],
+                                             const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+
+// One operand's share of a k-tile: PER = 128·KT / 256 values a thread, in
+// groups of 4. KCONT: element (r, k) at p[r·ld + k]; else at p[k·ld + r].
+template <class P, bool KCONT>
+struct Operand {
+  static constexpr int KT = P::KT, PER = kBM * KT / kThreads, G = PER / 4;
+  static constexpr int KV = KT / 4;              // KCONT: float4s along k in a row
+  static constexpr int RSTEP = kThreads / KV;    // KCONT: rows between a thread's groups
+  static_assert(G == KT / 8, "both mappings give a thread the same number of groups");
+  float v[PER];
+
+  __device__ __forceinline__ void load(const float* __restrict__ p, int ld, int R, int K,
+                                       int r0, int k0, bool vec) {
+    const int t = threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      int r, k;
+      if (KCONT) r = r0 + t / KV + i * RSTEP, k = k0 + (t % KV) * 4;
+      else r = r0 + (t % 32) * 4, k = k0 + t / 32 + i * 8;
+      const bool full = KCONT ? (r < R && k + 3 < K) : (k < K && r + 3 < R);
+      const float* q = KCONT ? p + ((long long)r * ld + k) : p + ((long long)k * ld + r);
+      if (vec && full) {
+        const float4 f = __ldg(reinterpret_cast<const float4*>(q));
+        v[4 * i] = f.x, v[4 * i + 1] = f.y, v[4 * i + 2] = f.z, v[4 * i + 3] = f.w;
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const bool ok = KCONT ? (r < R && k + j < K) : (k < K && r + j < R);
+          v[4 * i + j] = ok ? __ldg(q + j) : 0.f;
+        }
+      }
+    }
+  }
+
+  __device__ __forceinline__ void store(uint32_t* s) const {
+    const int t = threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      if (KCONT) {
+        const int row = t / KV + i * RSTEP, kk = (t % KV) * 4;  // kk: value index in the tile
+        if constexpr (P::KT == Bf16::KT) {
+          const uint2 w = make_uint2(Bf16::pair(v[4 * i], v[4 * i + 1]),
+                                     Bf16::pair(v[4 * i + 2], v[4 * i + 3]));
+          *reinterpret_cast<uint2*>(s + row * kRowWords + kk / 2) = w;
+        } else {
+          const uint4 w = make_uint4(Tf32::one(v[4 * i]), Tf32::one(v[4 * i + 1]),
+                                     Tf32::one(v[4 * i + 2]), Tf32::one(v[4 * i + 3]));
+          *reinterpret_cast<uint4*>(s + row * kRowWords + kk) = w;
+        }
+      } else {
+        const int kk = t / 32 + i * 8, row = (t % 32) * 4;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if constexpr (P::KT == Bf16::KT)
+            reinterpret_cast<uint16_t*>(s)[(row + j) * kRowWords * 2 + kk] = Bf16::half(v[4 * i + j]);
+          else
+            s[(row + j) * kRowWords + kk] = Tf32::one(v[4 * i + j]);
+        }
+      }
+    }
+  }
+};
+
+// C[M×N] (= or +=) op(A)·op(B); block (x, y) computes rows y·128…, columns x·128….
+template <class P, bool TA, bool TB>
+__global__ void __launch_bounds__(kThreads)
+    gemm_tc_kernel(int M, int N, int K, const float* __restrict__ A, int lda, bool vec_a,
+                   const float* __restrict__ B, int ldb, bool vec_b, float* __restrict__ C,
+                   int ldc, bool accumulate) {
+  __shared__ __align__(16) uint32_t smem[2][2][kTileWords];  // [buffer][A, B]
+  const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int wm = warp / 4, wn = warp % 4, g = lane / 4, tq = lane % 4;
+
+  Operand<P, !TA> oa;  // A plain is k-contiguous
+  Operand<P, TB> ob;   // B transposed is k-contiguous
+  float acc[kMmaM][kMmaN][4];
+#pragma unroll
+  for (int i = 0; i < kMmaM; ++i)
+#pragma unroll
+    for (int j = 0; j < kMmaN; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+  const int ktiles = (K + P::KT - 1) / P::KT;
+  if (ktiles > 0) {
+    oa.load(A, lda, M, K, m0, 0, vec_a);
+    ob.load(B, ldb, N, K, n0, 0, vec_b);
+    oa.store(smem[0][0]);
+    ob.store(smem[0][1]);
+  }
+  __syncthreads();
+  for (int kt = 0; kt < ktiles; ++kt) {
+    const int cur = kt & 1;
+    const bool more = kt + 1 < ktiles;
+    if (more) {
+      oa.load(A, lda, M, K, m0, (kt + 1) * P::KT, vec_a);
+      ob.load(B, ldb, N, K, n0, (kt + 1) * P::KT, vec_b);
+    }
+    const uint32_t* sa = smem[cur][0];
+    const uint32_t* sb = smem[cur][1];
+#pragma unroll
+    for (int w0 = 0; w0 < 16; w0 += 8) {  // two k-steps of 8 words
+      uint32_t a[kMmaM][4], b[kMmaN][2];
+#pragma unroll
+      for (int i = 0; i < kMmaM; ++i) {
+        const uint32_t* r = sa + (wm * kWarpM + i * 16 + g) * kRowWords + w0 + tq;
+        a[i][0] = r[0];
+        a[i][1] = r[8 * kRowWords];
+        a[i][2] = r[4];
+        a[i][3] = r[8 * kRowWords + 4];
+      }
+#pragma unroll
+      for (int j = 0; j < kMmaN; ++j) {
+        const uint32_t* r = sb + (wn * kWarpN + j * 8 + g) * kRowWords + w0 + tq;
+        b[j][0] = r[0];
+        b[j][1] = r[4];
+      }
+#pragma unroll
+      for (int i = 0; i < kMmaM; ++i)
+#pragma unroll
+        for (int j = 0; j < kMmaN; ++j) P::mma(acc[i][j], a[i], b[j]);
+    }
+    if (more) {
+      oa.store(smem[cur ^ 1][0]);
+      ob.store(smem[cur ^ 1][1]);
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int i = 0; i < kMmaM; ++i)
+#pragma unroll
+    for (int j = 0; j < kMmaN; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = m0 + wm * kWarpM + i * 16 + g + 8 * h;
+        const int col = n0 + wn * kWarpN + j * 8 + 2 * tq;
+        if (row >= M) continue;
+        float* o = C + (long long)row * ldc + col;
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (col + e < N) o[e] = accumulate ? o[e] + acc[i][j][2 * h + e] : acc[i][j][2 * h + e];
+      }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <class P>
+void launch(bool ta, bool tb, dim3 grid, int m, int n, int k, const float* a, int lda, bool va,
+            const float* b, int ldb, bool vb, float* c, int ldc, bool acc) {
+  if (ta && tb) gemm_tc_kernel<P, true, true><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc);
+  else if (ta) gemm_tc_kernel<P, true, false><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc);
+  else if (tb) gemm_tc_kernel<P, false, true><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc);
+  else gemm_tc_kernel<P, false, false><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc);
+}
+
+}  // namespace
+
+const char* operands_name(Operands p) { return p == Operands::kTf32 ? "tf32" : "bf16"; }
+
+void gemm(Operands p, bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
+          const float* b, int ldb, float* c, int ldc, bool accumulate) {
+  constexpr int kMax = 1 << 30;
+  if (m < 0 || n < 0 || k < 0 || m >= kMax || n >= kMax || k >= kMax)
+    throw RuntimeError(str("tensor-core gemm (", operands_name(p), "): size m=", m, " n=", n,
+                           " k=", k, " outside [0, 2^30)"));
+  if (lda < std::max(1, trans_a ? m : k) || ldb < std::max(1, trans_b ? k : n) ||
+      ldc < std::max(1, n))
+    throw RuntimeError(str("tensor-core gemm (", operands_name(p),
+                           "): leading dimension too small (m=", m, " n=", n, " k=", k,
+                           " lda=", lda, " ldb=", ldb, " ldc=", ldc, ", trans_a=", trans_a,
+                           " trans_b=", trans_b, ")"));
+  if (m == 0 || n == 0 || (k == 0 && accumulate)) return;
+  const long long gx = (n + kBN - 1) / kBN, gy = (m + kBM - 1) / kBM;
+  if (gy > 65535)
+    throw RuntimeError(str("tensor-core gemm: m=", m, " needs ", gy,
+                           " row blocks, more than one launch takes (65535)"));
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
+  const bool va = aligned16(a) && lda % 4 == 0, vb = aligned16(b) && ldb % 4 == 0;
+  if (p == Operands::kTf32)
+    launch<Tf32>(trans_a, trans_b, grid, m, n, k, a, lda, va, b, ldb, vb, c, ldc, accumulate);
+  else
+    launch<Bf16>(trans_a, trans_b, grid, m, n, k, a, lda, va, b, ldb, vb, c, ldc, accumulate);
+  HPMC_CUDA_LAUNCH_CHECK("tensor-core gemm");
+}
+
+}  // namespace hpmc::gpu::gemm_tc

@@ -1,0 +1,40 @@
+// gemm_tc.h — the tensor-core GEMM engine for training.precision tf32 and
+// bf16 (gemm_tc.cu): C[m×n] (= or +=) op(A)·op(B), row-major, leading
+// dimensions lda/ldb/ldc, either operand transposed, read in place.
+//
+// The operands are FP32 in memory (master weights, FP32 activations); each
+// element is rounded once, as it is staged into shared memory, to the
+// precision's operand format:
+//   kTf32  cvt.rna.tf32.f32: 10 stored mantissa bits, round to nearest with
+//          ties away from zero (unit roundoff 2^-11); products on
+//          mma.sync m16n8k8 tf32;
+//   kBf16  cvt.rn.bf16x2.f32: 7 stored mantissa bits, round to nearest even
+//          (2^-8), as core/bf16.h rounds on the CPU except for FP32
+//          denormals, which the GPU keeps (as bf16 denormals) and the CPU's
+//          AVX512_BF16 flushes; products on mma.sync m16n8k16 bf16.
+// The products of rounded operands are exact and are summed in FP32 by the
+// tensor cores, k ascending in steps of 16 (bf16) or 8 (tf32) within each
+// thread's fragment; the bits depend on the shape only. No cuBLAS.
+//
+// Block tile 128×128 with k-tiles of 32 (bf16) or 16 (tf32), 256 threads
+// as 2 × 4 warps of 64×32; the next k-tile is loaded into registers while
+// the tensor cores work on the current one from shared memory (two buffers).
+// This is the engine's first version: no split-K, no cp.async/TMA pipeline,
+// no wgmma; docs/gemm-large-tuning.md keeps its measurements.
+#pragma once
+
+namespace hpmc::gpu::gemm_tc {
+
+enum class Operands { kTf32, kBf16 };
+const char* operands_name(Operands p);  // "tf32", "bf16"
+
+// op(A) is m×k: A[i·lda + l], or A[l·lda + i] with trans_a; op(B) is k×n:
+// B[l·ldb + j], or B[j·ldb + l] with trans_b. Any m, n, k ≥ 0 (each < 2^30)
+// and leading dimensions ≥ the row length; 16-byte loads where an operand's
+// pointer is 16-byte aligned and its ld % 4 == 0, 4-byte loads otherwise.
+// k = 0 writes zeros (or leaves C as it is with accumulate). Throws
+// RuntimeError for bad sizes (one line with the numbers).
+void gemm(Operands p, bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
+          const float* b, int ldb, float* c, int ldc, bool accumulate);
+
+}  // namespace hpmc::gpu::gemm_tc

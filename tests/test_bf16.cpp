@@ -1,0 +1,440 @@
+// bf16 arithmetic (core/bf16.h, core/bf16gemm.h): the rounding rule against
+// hand-worked bit patterns and against the AVX512_BF16 conversion where the
+// CPU has it; then the bf16 GEMM, both paths (hpmc's AVX512_BF16 kernel and
+// the portable fallback), against double references over odd shapes (not
+// multiples of the tile, pair or block sizes), every transpose, alpha/beta
+// (beta = 0 over a NaN-poisoned C) and leading dimensions wider than the rows
+// with guard values that must stay untouched. Two bounds per element:
+//   * against the exact product of the UNROUNDED operands:
+//     |C − ref| ≤ (2·u_bf16 + (K+4)·u_fp32)·(|alpha|·Σ|a·b|) + …, which any
+//     bf16 product meets;
+//   * the sharp one, against the exact product of the bf16-ROUNDED operands:
+//     |C − ref̂| ≤ (K+4)·u_fp32·(|alpha|·Σ|â·b̂| + |beta·c|), FP32 summation
+//     alone. A GEMM that does not round its operands misses it by a factor
+//     of about 2^16 / K (BoundsCatchUnroundedOperands shows it does).
+// Then the paths against each other, the determinism bf16gemm.h promises
+// (splits and repeats bit-identical) and special values.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/bf16.h"
+#include "core/bf16gemm.h"
+#include "core/rng.h"
+#include "core/sgemm.h"
+#include "testing.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+namespace hpmc {
+namespace {
+
+constexpr double kUbf16 = 1.0 / 256;        // 2^-8
+constexpr double kUfp32 = 1.0 / 16777216;   // 2^-24
+
+float from_bits(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+uint32_t to_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+// ---- rounding ----------------------------------------------------------------
+
+TEST(Bf16Round, TiesToEvenAndNeighbours) {
+  struct {
+    uint32_t in;
+    uint16_t out;
+  } cases[] = {
+      {0x3f800000u, 0x3f80},  // 1 is exact
+      {0x3f807fffu, 0x3f80},  // below half an ulp: down
+      {0x3f808000u, 0x3f80},  // a tie, kept bit even: down
+      {0x3f808001u, 0x3f81},  // above half: up
+      {0x3f818000u, 0x3f82},  // a tie, kept bit odd: up to even
+      {0xbf818000u, 0xbf82},  // the same, negative
+      {0xbf808000u, 0xbf80},
+      {0x3fff8000u, 0x4000},  // a carry out of the mantissa raises the exponent
+      {0x7f7f7fffu, 0x7f7f},  // largest bf16
+      {0x7f7f8000u, 0x7f80},  // a tie past it (odd): infinity
+      {0x7f7fffffu, 0x7f80},  // largest float: infinity
+      {0xff7fffffu, 0xff80},
+      {0x00800000u, 0x0080},  // smallest normal stays
+      {0x00000000u, 0x0000},
+      {0x80000000u, 0x8000},
+  };
+  for (const auto& c : cases)
+    EXPECT_EQ(bf16_bits(from_bits(c.in)), c.out) << std::hex << "input 0x" << c.in;
+  EXPECT_EQ(round_bf16(1.0f + 1.0f / 256), 1.0f);          // the tie at 1 + 2^-8
+  EXPECT_EQ(round_bf16(1.0f + 3.0f / 256), 1.0f + 4.0f / 256);
+  EXPECT_EQ(round_bf16(-3.140625f), -3.140625f);           // 7-bit mantissa: exact
+}
+
+TEST(Bf16Round, InfinityNanAndDenormals) {
+  EXPECT_EQ(bf16_bits(INFINITY), 0x7f80);
+  EXPECT_EQ(bf16_bits(-INFINITY), 0xff80);
+  // NaN stays NaN, quiet, with its sign and the top of its payload; a
+  // signalling NaN whose payload lies in the dropped bits is not turned
+  // into infinity.
+  EXPECT_EQ(bf16_bits(from_bits(0x7fc00001u)), 0x7fc0);
+  EXPECT_EQ(bf16_bits(from_bits(0x7f800001u)), 0x7fc0);
+  EXPECT_EQ(bf16_bits(from_bits(0xff812345u)), 0xffc1);
+  EXPECT_TRUE(std::isnan(round_bf16(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_TRUE(std::isnan(round_bf16(std::numeric_limits<float>::signaling_NaN())));
+  // Denormals become zeros of their sign, as AVX512_BF16 treats them.
+  EXPECT_EQ(bf16_bits(from_bits(0x00400000u)), 0x0000);
+  EXPECT_EQ(bf16_bits(from_bits(0x807fffffu)), 0x8000);
+  EXPECT_EQ(bf16_bits(from_bits(0x00000001u)), 0x0000);
+  EXPECT_EQ(bf16_bits(std::numeric_limits<float>::denorm_min()), 0x0000);
+}
+
+// The array form gives the scalar's bits on every special and on a random
+// sweep of all bit patterns.
+TEST(Bf16Round, ArrayFormMatchesScalar) {
+  std::vector<float> x = {0.f, -0.f, 1.f, INFINITY, -INFINITY, from_bits(0x7f800001u),
+                          from_bits(0xffc12345u), from_bits(0x00400000u), from_bits(0x80000001u),
+                          from_bits(0x7f7fffffu), from_bits(0x3f808000u), from_bits(0x3f818000u)};
+  Rng rng(5);
+  for (int i = 0; i < 200000; ++i) x.push_back(from_bits(uint32_t(rng.next_u64())));
+  std::vector<float> y(x.size());
+  round_bf16(x.data(), y.data(), x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(to_bits(y[i]), uint32_t(bf16_bits(x[i])) << 16)
+        << std::hex << "input 0x" << to_bits(x[i]);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void hardware_round(
+    const float* x, uint16_t* out, size_t n) {
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = __mmask16(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+    const __m256bh r = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i));
+    _mm256_mask_storeu_epi16(out + i, m, (__m256i)r);
+  }
+}
+#endif
+
+// bf16.h's rule is the instruction's: the same bits for every special value
+// and a million random bit patterns (all exponents, NaNs and denormals too).
+TEST(Bf16Round, MatchesTheAvx512Bf16Conversion) {
+  if (!bf16gemm_avx512_supported())
+    GTEST_SKIP() << "this CPU lacks AVX512_BF16: the conversion instruction is not run";
+#if defined(__x86_64__) && defined(__GNUC__)
+  std::vector<float> x = {0.f, -0.f, INFINITY, -INFINITY, from_bits(0x7f800001u),
+                          from_bits(0xff812345u), from_bits(0x00400000u), from_bits(0x807fffffu),
+                          from_bits(0x7f7fffffu), from_bits(0x7f7f8000u), from_bits(0x3f808000u),
+                          from_bits(0x3f818000u), from_bits(0x00800000u)};
+  Rng rng(9);
+  for (int i = 0; i < 1000000; ++i) x.push_back(from_bits(uint32_t(rng.next_u64())));
+  std::vector<uint16_t> hw(x.size());
+  hardware_round(x.data(), hw.data(), x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(bf16_bits(x[i]), hw[i]) << std::hex << "input 0x" << to_bits(x[i]);
+#endif
+}
+
+// ---- the GEMM ----------------------------------------------------------------
+
+using GemmFn = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int,
+                        float, float*, int);
+
+struct Case {
+  bool ta, tb;
+  int m, n, k;
+  float alpha, beta;
+  int pad;  // extra columns in every leading dimension
+
+  std::string name() const {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%s%s m=%d n=%d k=%d alpha=%g beta=%g pad=%d", ta ? "T" : "N",
+                  tb ? "T" : "N", m, n, k, alpha, beta, pad);
+    return buf;
+  }
+};
+
+constexpr float kGuard = -12345.f;  // in C's padding columns: must survive
+
+// A case's operands and C, drawn from U(-1, 1) (C NaN where beta is 0, guard
+// values in its padding).
+struct Operands {
+  int lda, ldb, ldc;
+  std::vector<float> a, b, c0;
+
+  Operands(const Case& cs, uint64_t seed) {
+    Rng rng(seed);
+    const int a_rows = cs.ta ? cs.k : cs.m, a_cols = cs.ta ? cs.m : cs.k;
+    const int b_rows = cs.tb ? cs.n : cs.k, b_cols = cs.tb ? cs.k : cs.n;
+    lda = std::max(a_cols + cs.pad, 1);
+    ldb = std::max(b_cols + cs.pad, 1);
+    ldc = std::max(cs.n + cs.pad, 1);
+    a.resize(size_t(a_rows) * lda + 1);
+    b.resize(size_t(b_rows) * ldb + 1);
+    c0.resize(size_t(cs.m) * ldc + 1);
+    for (auto& v : a) v = rng.uniform(-1.f, 1.f);
+    for (auto& v : b) v = rng.uniform(-1.f, 1.f);
+    for (int i = 0; i < cs.m; ++i)
+      for (int j = 0; j < ldc; ++j)
+        c0[size_t(i) * ldc + j] = j >= cs.n         ? kGuard
+                                  : cs.beta == 0.f ? std::numeric_limits<float>::quiet_NaN()
+                                                   : rng.uniform(-1.f, 1.f);
+  }
+  double at_a(const Case& cs, int i, int p) const {
+    return cs.ta ? a[size_t(p) * lda + i] : a[size_t(i) * lda + p];
+  }
+  double at_b(const Case& cs, int p, int j) const {
+    return cs.tb ? b[size_t(j) * ldb + p] : b[size_t(p) * ldb + j];
+  }
+};
+
+std::vector<float> run(GemmFn fn, const Case& cs, const Operands& o) {
+  std::vector<float> c = o.c0;
+  fn(cs.ta, cs.tb, cs.m, cs.n, cs.k, cs.alpha, o.a.data(), o.lda, o.b.data(), o.ldb, cs.beta,
+     c.data(), o.ldc);
+  return c;
+}
+
+// Counts the elements of C outside the bound (reporting the first few), and
+// any overwritten guard. `sharp`: the bound against the rounded operands.
+int count_violations(const Case& cs, const Operands& o, const std::vector<float>& c, bool sharp,
+                     bool report) {
+  int bad = 0;
+  for (int i = 0; i < cs.m; ++i)
+    for (int j = 0; j < o.ldc; ++j) {
+      const size_t at = size_t(i) * o.ldc + j;
+      if (j >= cs.n) {
+        if (c[at] != kGuard) {
+          if (report)
+            ADD_FAILURE() << "C padding (" << i << ", " << j << ") overwritten: " << c[at];
+          ++bad;
+        }
+        continue;
+      }
+      double sum = 0, mag = 0;
+      if (cs.alpha != 0.f)
+        for (int p = 0; p < cs.k; ++p) {
+          double x = o.at_a(cs, i, p), y = o.at_b(cs, p, j);
+          if (sharp) x = round_bf16(float(x)), y = round_bf16(float(y));
+          sum += x * y;
+          mag += std::fabs(x * y);
+        }
+      double ref = double(cs.alpha) * sum, scale = std::fabs(double(cs.alpha)) * mag, beta_part = 0;
+      if (cs.beta != 0.f) {
+        ref += double(cs.beta) * o.c0[at];
+        beta_part = std::fabs(double(cs.beta) * o.c0[at]);
+      }
+      const double sums = (cs.k + 4) * kUfp32 * (scale + beta_part);
+      const double tol = (sharp ? sums : 2 * kUbf16 * scale + sums) + 1e-30;
+      if (!(std::fabs(c[at] - ref) <= tol)) {
+        if (report && bad < 5)
+          ADD_FAILURE() << (sharp ? "sharp" : "loose") << " bound: C(" << i << ", " << j
+                        << ") = " << c[at] << ", reference " << ref << ", |error| "
+                        << std::fabs(c[at] - ref) << " > " << tol;
+        ++bad;
+      }
+    }
+  return bad;
+}
+
+void check_case(GemmFn fn, const Case& cs, uint64_t seed) {
+  SCOPED_TRACE(cs.name());
+  const Operands o(cs, seed);
+  const std::vector<float> c = run(fn, cs, o);
+  count_violations(cs, o, c, false, true);
+  count_violations(cs, o, c, true, true);
+}
+
+// Sizes from 1, 3, 5, 17, 33, 257 (none a multiple of the 8 × 16/32/48
+// tile, of a pair, or of the 192-row, 384-column and 512-pair blocks), K
+// across a block boundary (2049: two K blocks of pairs), and the shapes the
+// CIFAR autoencoder's layers make (conv1's K = 27, conv5's M = 3, conv2's
+// 128 × 256 × 2304).
+std::vector<Case> sweep() {
+  const int shapes[][3] = {{1, 1, 1},    {1, 1, 0},     {0, 5, 3},    {5, 0, 3},
+                           {3, 5, 17},   {17, 33, 5},   {33, 17, 257}, {257, 33, 17},
+                           {5, 257, 33}, {1, 257, 3},   {257, 1, 5},  {3, 3, 2049},
+                           {9, 49, 1025}, {33, 5, 1},   {17, 17, 2},  {8, 48, 1024}};
+  std::vector<Case> cases;
+  for (const auto& s : shapes)
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      cases.push_back({ta, tb, s[0], s[1], s[2], 1.f, 0.f, 0});
+      cases.push_back({ta, tb, s[0], s[1], s[2], 1.f, 1.f, 3});
+      cases.push_back({ta, tb, s[0], s[1], s[2], -1.5f, 0.f, 1});
+      cases.push_back({ta, tb, s[0], s[1], s[2], 0.5f, -2.f, 17});
+    }
+  cases.push_back({false, false, 9, 21, 5, 0.f, 0.f, 2});  // alpha = 0 only scales C
+  cases.push_back({true, true, 9, 21, 5, 0.f, 0.75f, 2});
+  for (int t = 0; t < 4; ++t) {  // several blocks in every dimension, ragged edges
+    cases.push_back({bool(t & 1), bool(t & 2), 200, 401, 1061, 1.f, 1.f, 5});
+  }
+  cases.push_back({false, false, 64, 1024, 27, 1.f, 1.f, 0});    // conv1 forward
+  cases.push_back({false, false, 3, 1024, 2304, 1.f, 0.f, 0});   // conv5 forward
+  cases.push_back({false, true, 3, 2304, 1024, 1.f, 1.f, 0});    // conv5 weight gradient
+  cases.push_back({true, false, 2304, 64, 3, 1.f, 0.f, 0});      // conv5 input gradient
+  return cases;
+}
+
+void run_sweep(GemmFn fn) {
+  uint64_t seed = 1;
+  for (const Case& cs : sweep()) check_case(fn, cs, seed++);
+}
+
+#define SKIP_WITHOUT_AVX512_BF16()                                                          \
+  do {                                                                                      \
+    if (!bf16gemm_avx512_supported())                                                       \
+      GTEST_SKIP() << "this CPU lacks AVX512_BF16 (with F, VL, BW, DQ): hpmc's bf16 kernel " \
+                      "not run";                                                            \
+  } while (0)
+
+TEST(Bf16Gemm, Avx512Bf16MeetsBothBounds) {
+  SKIP_WITHOUT_AVX512_BF16();
+  run_sweep(bf16gemm_avx512);
+}
+
+TEST(Bf16Gemm, FallbackMeetsBothBounds) { run_sweep(bf16gemm_fallback); }
+
+TEST(Bf16Gemm, DispatchedPathMeetsBothBounds) {
+  std::printf("  bf16 GEMM path: %s\n", bf16gemm_path_name(bf16gemm_path()));
+  run_sweep(bf16gemm);
+}
+
+// The sharp bound is sharp: the FP32 GEMM on the same (unrounded) operands
+// breaks it on most elements, and so does a bf16 GEMM fed operands that were
+// rounded the wrong way (truncated instead of rounded to nearest), while both
+// meet the loose one. The sweep above would catch either mistake.
+TEST(Bf16Gemm, BoundsCatchUnroundedOperands) {
+  const Case cs{false, true, 33, 17, 257, 1.f, 0.f, 0};
+  const Operands o(cs, 42);
+  const std::vector<float> fp32 = run(sgemm, cs, o);
+  EXPECT_EQ(count_violations(cs, o, fp32, false, false), 0);
+  EXPECT_GT(count_violations(cs, o, fp32, true, false), cs.m * cs.n / 2);
+
+  Operands truncated = o;
+  for (auto* v : {&truncated.a, &truncated.b})
+    for (float& x : *v) x = from_bits(to_bits(x) & 0xffff0000u);
+  std::vector<float> c = run(sgemm, cs, truncated);
+  EXPECT_GT(count_violations(cs, o, c, true, false), cs.m * cs.n / 10);
+}
+
+// Both paths round the same operands, so they differ only in how FP32 sums:
+// within twice the sharp bound of each other on every element.
+TEST(Bf16Gemm, PathsAgreeWithinFp32Rounding) {
+  SKIP_WITHOUT_AVX512_BF16();
+  uint64_t seed = 100;
+  for (const Case& cs : sweep()) {
+    SCOPED_TRACE(cs.name());
+    const Operands o(cs, seed++);
+    const std::vector<float> x = run(bf16gemm_avx512, cs, o), y = run(bf16gemm_fallback, cs, o);
+    int bad = 0;
+    for (int i = 0; i < cs.m && bad < 5; ++i)
+      for (int j = 0; j < cs.n && bad < 5; ++j) {
+        double mag = 0;
+        for (int p = 0; p < cs.k; ++p)
+          mag += std::fabs(double(round_bf16(float(o.at_a(cs, i, p)))) *
+                           round_bf16(float(o.at_b(cs, p, j))));
+        const size_t at = size_t(i) * o.ldc + j;
+        const double c0 = cs.beta == 0.f ? 0 : std::fabs(double(cs.beta) * o.c0[at]);
+        const double tol = 2 * (cs.k + 4) * kUfp32 * (std::fabs(cs.alpha) * mag + c0) + 1e-30;
+        if (!(std::fabs(double(x[at]) - y[at]) <= tol)) {
+          ADD_FAILURE() << "C(" << i << ", " << j << "): avx512_bf16 " << x[at] << ", fallback "
+                        << y[at] << ", apart " << std::fabs(double(x[at]) - y[at]) << " > " << tol;
+          ++bad;
+        }
+      }
+  }
+}
+
+// A product cut by rows or columns over several calls, as linear_ops.h and
+// conv2d_ops.h cut theirs over threads, gives the bits of one call: each
+// element's sum order depends on K only (bf16gemm.h, determinism). And
+// repeated calls give the same bits whatever ran in between.
+TEST(Bf16Gemm, Avx512Bf16SplitsAndRepeatsAreBitIdentical) {
+  SKIP_WITHOUT_AVX512_BF16();
+  const int m = 64, n = 200, k = 2101;  // K: three blocks of pairs and an odd end
+  Rng rng(7);
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    SCOPED_TRACE(std::string(ta ? "T" : "N") + (tb ? "T" : "N"));
+    std::vector<float> a(size_t(m) * k), b(size_t(k) * n), bias(size_t(m) * n);
+    for (auto& v : a) v = rng.uniform(-1.f, 1.f);
+    for (auto& v : b) v = rng.uniform(-1.f, 1.f);
+    for (auto& v : bias) v = rng.uniform(-1.f, 1.f);
+    const int lda = ta ? m : k, ldb = tb ? k : n;
+    auto a_at = [&](int i0) { return ta ? a.data() + i0 : a.data() + size_t(i0) * lda; };
+    auto b_at = [&](int j0) { return tb ? b.data() + size_t(j0) * ldb : b.data() + j0; };
+
+    std::vector<float> whole = bias;
+    bf16gemm_avx512(ta, tb, m, n, k, 1.f, a.data(), lda, b.data(), ldb, 1.f, whole.data(), n);
+    std::vector<float> by_cols = bias;
+    const int col_cuts[] = {0, 1, 17, 54, n};
+    for (int p = 0; p + 1 < 5; ++p) {
+      const int j0 = col_cuts[p], j1 = col_cuts[p + 1];
+      bf16gemm_avx512(ta, tb, m, j1 - j0, k, 1.f, a.data(), lda, b_at(j0), ldb, 1.f,
+                      by_cols.data() + j0, n);
+    }
+    std::vector<float> by_rows = bias;
+    const int row_cuts[] = {0, 3, 40, m};
+    for (int p = 0; p + 1 < 4; ++p) {
+      const int i0 = row_cuts[p], i1 = row_cuts[p + 1];
+      bf16gemm_avx512(ta, tb, i1 - i0, n, k, 1.f, a_at(i0), lda, b.data(), ldb, 1.f,
+                      by_rows.data() + size_t(i0) * n, n);
+    }
+    // Another shape in between grows and refills the pack buffers.
+    std::vector<float> scratch(size_t(k) * k / 8);
+    bf16gemm_avx512(!ta, tb, 300, 90, k / 8, 1.f, a.data(), ta ? k / 8 : 300, b.data(),
+                    tb ? k / 8 : 90, 0.f, scratch.data(), 90);
+    std::vector<float> again = bias;
+    bf16gemm_avx512(ta, tb, m, n, k, 1.f, a.data(), lda, b.data(), ldb, 1.f, again.data(), n);
+    EXPECT_EQ(0, std::memcmp(whole.data(), by_cols.data(), whole.size() * sizeof(float)))
+        << "column pieces differ from one call";
+    EXPECT_EQ(0, std::memcmp(whole.data(), by_rows.data(), whole.size() * sizeof(float)))
+        << "row pieces differ from one call";
+    EXPECT_EQ(0, std::memcmp(whole.data(), again.data(), whole.size() * sizeof(float)))
+        << "a repeated call differs";
+  }
+}
+
+// Special operands: a NaN or an infinity reaches the elements whose sums it
+// is in (and no others); a denormal operand counts as zero on both paths
+// (bf16.h), even where its product with a large value would be a normal
+// FP32 number; and operands that round to the same bf16 give the same C.
+void check_specials(GemmFn fn) {
+  const int m = 3, n = 20, k = 7;
+  std::vector<float> a(size_t(m) * k, 0.5f), b(size_t(k) * n, 0.25f), c(size_t(m) * n);
+  a[0 * k + 2] = std::numeric_limits<float>::quiet_NaN();  // row 0
+  a[1 * k + 4] = INFINITY;                                 // row 1
+  fn(false, false, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, c.data(), n);
+  for (int j = 0; j < n; ++j) {
+    EXPECT_TRUE(std::isnan(c[0 * n + j])) << "column " << j;
+    EXPECT_EQ(c[1 * n + j], INFINITY) << "column " << j;
+    EXPECT_EQ(c[2 * n + j], 7 * 0.5f * 0.25f) << "column " << j;
+  }
+  // 2^-127 (a float32 denormal) times 2^100 would be 2^-27.
+  float tiny = from_bits(0x00400000u), big = 0x1p100f, one = 1.f;
+  float out = 5.f;
+  fn(false, false, 1, 1, 1, 1.f, &tiny, 1, &big, 1, 0.f, &out, 1);
+  EXPECT_EQ(out, 0.f);
+  // 1 + 2^-9 rounds to 1: the product with 1 is exactly 1.
+  float near_one = 1.f + 0x1p-9f;
+  fn(false, false, 1, 1, 1, 1.f, &near_one, 1, &one, 1, 0.f, &out, 1);
+  EXPECT_EQ(out, 1.f);
+}
+
+TEST(Bf16Gemm, Avx512Bf16SpecialValues) {
+  SKIP_WITHOUT_AVX512_BF16();
+  check_specials(bf16gemm_avx512);
+}
+
+TEST(Bf16Gemm, FallbackSpecialValues) { check_specials(bf16gemm_fallback); }
+
+}  // namespace
+}  // namespace hpmc

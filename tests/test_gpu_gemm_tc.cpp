@@ -1,0 +1,211 @@
+// The tensor-core GEMM engine (layers/gpu/gemm_tc.h), in tf32 and bf16:
+// every transpose, the accumulate flag, aligned (16-byte) and unaligned
+// leading dimensions, odd shapes (1, 5, 37, 129, 257, 1000, 2051: no size a
+// multiple of a tile; k = 0; m or n = 1), against two double references:
+//
+//   * the product of the operands rounded as the precision rounds them
+//     (tf32: 10 mantissa bits, ties away; bf16: core/bf16.h). Those products
+//     are exact in double and the tensor cores sum them in FP32, so each
+//     element must be within 2·k·2^-24·Σ_l |a_r·b_r| of it (the classic
+//     bound for a recursive FP32 sum, with a factor 2 of margin). A kernel
+//     that skipped the rounding, dropped or doubled a product, or misplaced a
+//     fragment fails this by orders of magnitude — the test checks that the
+//     data make the rounding visible at that scale;
+//   * the exact product of the unrounded operands: within (2·u + 2·k·2^-24)
+//     of Σ|a||b| per element, u = 2^-11 (tf32) or 2^-8 (bf16): the
+//     precision's own error, as issue 19 bounds it.
+// C is poisoned with NaN unless accumulating, and its padding columns must
+// stay untouched. Built in CUDA builds only; skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/bf16.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "dev_array.h"
+#include "gpu_testing.h"
+#include "layers/gpu/gemm_tc.h"
+#include "testing.h"
+
+namespace hpmc {
+namespace {
+
+namespace tc = gpu::gemm_tc;
+using testing::random_floats;
+
+// x rounded to tf32 as cvt.rna.tf32.f32 does it: 13 bits dropped, ties away
+// from zero (finite, normal inputs: the test data).
+float round_tf32(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  u = (u + 0x1000u) & ~0x1fffu;
+  float r;
+  std::memcpy(&r, &u, sizeof r);
+  return r;
+}
+
+float round_to(tc::Operands p, float x) {
+  return p == tc::Operands::kTf32 ? round_tf32(x) : round_bf16(x);
+}
+
+double unit_roundoff(tc::Operands p) {
+  return p == tc::Operands::kTf32 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+}
+
+std::vector<float> host_of(const Tensor& t) {
+  Tensor h = testing::to_cpu(t);
+  const float* p = h.data<float>();
+  return std::vector<float>(p, p + h.numel());
+}
+
+Tensor gpu_of(const std::vector<float>& v) {
+  Tensor h = Tensor::empty(Shape(1, int(std::max<size_t>(v.size(), 1)), 1, 1));
+  std::copy(v.begin(), v.end(), h.data<float>());
+  return testing::to_gpu(h);
+}
+
+int ld_for(int cols, bool aligned) {
+  if (aligned) return (cols + 3) / 4 * 4 + 4;
+  int ld = cols + 1;
+  while (ld % 4 == 0) ++ld;
+  return ld;
+}
+
+struct Case {
+  int m, n, k;
+};
+
+// Runs one product and checks it against both references; returns the
+// largest |c − exact(rounded)| / bound seen (≤ 1 passes).
+double check_product(tc::Operands p, const Case& cs, bool ta, bool tb, bool acc, bool aligned,
+                     uint64_t seed) {
+  const int m = cs.m, n = cs.n, k = cs.k;
+  Rng rng(seed);
+  const std::vector<float> a = random_floats(size_t(m) * k, rng);  // op(A)[i][l]
+  const std::vector<float> b = random_floats(size_t(k) * n, rng);  // op(B)[l][j]
+  const std::vector<float> c0 = random_floats(size_t(m) * n, rng);
+  const int a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+  const int lda = ld_for(a_cols, aligned), ldb = ld_for(b_cols, aligned), ldc = ld_for(n, aligned);
+  std::vector<float> ha(size_t(a_rows) * lda, 5.f), hb(size_t(b_rows) * ldb, 5.f);
+  for (int i = 0; i < m; ++i)
+    for (int l = 0; l < k; ++l)
+      (ta ? ha[size_t(l) * lda + i] : ha[size_t(i) * lda + l]) = a[size_t(i) * k + l];
+  for (int l = 0; l < k; ++l)
+    for (int j = 0; j < n; ++j)
+      (tb ? hb[size_t(j) * ldb + l] : hb[size_t(l) * ldb + j]) = b[size_t(l) * n + j];
+  std::vector<float> hc(size_t(m) * ldc, -3.f);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j)
+      hc[size_t(i) * ldc + j] = acc ? c0[size_t(i) * n + j] : std::numeric_limits<float>::quiet_NaN();
+  Tensor da = gpu_of(ha), db = gpu_of(hb), dc = gpu_of(hc);
+  tc::gemm(p, ta, tb, m, n, k, da.data<float>(), lda, db.data<float>(), ldb, dc.data<float>(),
+           ldc, acc);
+  gpu::check_after("tensor-core gemm");
+  const std::vector<float> out = host_of(dc);
+
+  const double u = unit_roundoff(p), u32 = std::ldexp(1.0, -24);
+  double worst = 0, rounding_seen = 0;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double exact = 0, rounded = 0, mag = 0, mag_r = 0;
+      for (int l = 0; l < k; ++l) {
+        const double x = a[size_t(i) * k + l], y = b[size_t(l) * n + j];
+        const double xr = round_to(p, float(x)), yr = round_to(p, float(y));
+        exact += x * y;
+        rounded += xr * yr;
+        mag += std::fabs(x * y);
+        mag_r += std::fabs(xr * yr);
+      }
+      const double base = acc ? double(c0[size_t(i) * n + j]) : 0.0;
+      const double got = out[size_t(i) * ldc + j];
+      EXPECT_TRUE(std::isfinite(got)) << "C[" << i << "][" << j << "] not written";
+      if (!std::isfinite(got)) return 1e9;
+      // FP32 sums of exact products (+ the accumulate's one addition).
+      const double tight = 2.0 * (k + 1) * u32 * (mag_r + std::fabs(base)) + 1e-30;
+      const double loose = (2 * u + 2.0 * (k + 1) * u32) * (mag + std::fabs(base)) + 1e-30;
+      worst = std::max(worst, std::fabs(got - (base + rounded)) / tight);
+      EXPECT_LE(std::fabs(got - (base + exact)), loose)
+          << "C[" << i << "][" << j << "] against the unrounded product";
+      rounding_seen = std::max(rounding_seen, std::fabs(exact - rounded) / tight);
+    }
+  for (int i = 0; i < m; ++i)
+    for (int j = n; j < ldc; ++j)
+      EXPECT_EQ(out[size_t(i) * ldc + j], -3.f) << "padding C[" << i << "][" << j << "] written";
+  // The data must make the operand rounding visible at the tight bound's scale
+  // (else the tight check could not tell a kernel that skips it): for 8 ≤ k ≤ 128
+  // random operands the rounded product is off by many tight bounds. (The
+  // rounding error grows as √k and the bound as k: at k = 1000 they meet,
+  // and the shapes with short k carry this check.)
+  if (k >= 8 && k <= 128) EXPECT_GT(rounding_seen, 4.0) << "test data too tame to see the rounding";
+  return worst;
+}
+
+class GpuGemmTc : public ::testing::TestWithParam<tc::Operands> {};
+
+TEST_P(GpuGemmTc, EveryTransposeAndShapeMatchesTheRoundedDoubleProduct) {
+  HPMC_REQUIRE_GPU();
+  const tc::Operands p = GetParam();
+  const Case cases[] = {{1, 1, 1},     {5, 7, 3},      {37, 23, 45},  {129, 130, 67},
+                        {1, 257, 100}, {257, 1, 1000}, {130, 5, 2051}, {200, 300, 33}};
+  uint64_t seed = 9000;
+  for (const Case& cs : cases)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (int acc = 0; acc < 2; ++acc)
+          for (int aligned = 0; aligned < 2; ++aligned) {
+            SCOPED_TRACE(str(tc::operands_name(p), " m", cs.m, " n", cs.n, " k", cs.k,
+                             ta ? " At" : "", tb ? " Bt" : "", acc ? " accumulate" : "",
+                             aligned ? " aligned" : " unaligned"));
+            const double worst = check_product(p, cs, ta, tb, acc, aligned, ++seed);
+            EXPECT_LE(worst, 1.0) << "largest error over its FP32-sum bound";
+          }
+}
+
+TEST_P(GpuGemmTc, ZeroKWritesZerosOrLeavesC) {
+  HPMC_REQUIRE_GPU();
+  const tc::Operands p = GetParam();
+  std::vector<float> c(6 * 9, std::numeric_limits<float>::quiet_NaN());
+  Tensor da = gpu_of({1.f}), db = gpu_of({1.f}), dc = gpu_of(c);
+  tc::gemm(p, false, false, 6, 9, 0, da.data<float>(), 1, db.data<float>(), 9, dc.data<float>(),
+           9, false);
+  for (float v : host_of(dc)) EXPECT_EQ(v, 0.f);
+  std::vector<float> ones(6 * 9, 1.5f);
+  Tensor d1 = gpu_of(ones);
+  tc::gemm(p, false, false, 6, 9, 0, da.data<float>(), 1, db.data<float>(), 9, d1.data<float>(),
+           9, true);
+  for (float v : host_of(d1)) EXPECT_EQ(v, 1.5f);
+}
+
+TEST_P(GpuGemmTc, RepeatableAndRejectsBadSizes) {
+  HPMC_REQUIRE_GPU();
+  const tc::Operands p = GetParam();
+  Rng rng(31);
+  const int m = 300, n = 200, k = 500;
+  Tensor da = gpu_of(random_floats(size_t(m) * k, rng)), db = gpu_of(random_floats(size_t(k) * n, rng));
+  Tensor c1 = gpu_of(std::vector<float>(size_t(m) * n, 0.f)), c2 = gpu_of(std::vector<float>(size_t(m) * n, 0.f));
+  tc::gemm(p, false, false, m, n, k, da.data<float>(), k, db.data<float>(), n, c1.data<float>(), n, false);
+  tc::gemm(p, false, false, m, n, k, da.data<float>(), k, db.data<float>(), n, c2.data<float>(), n, false);
+  const auto h1 = host_of(c1), h2 = host_of(c2);
+  EXPECT_EQ(std::memcmp(h1.data(), h2.data(), h1.size() * sizeof(float)), 0);
+  EXPECT_THROW(tc::gemm(p, false, false, -1, n, k, da.data<float>(), k, db.data<float>(), n,
+                        c1.data<float>(), n, false),
+               RuntimeError);
+  EXPECT_THROW(tc::gemm(p, false, false, m, n, k, da.data<float>(), k - 1, db.data<float>(), n,
+                        c1.data<float>(), n, false),
+               RuntimeError);
+}
+
+INSTANTIATE_TEST_SUITE_P(Operands, GpuGemmTc,
+                         ::testing::Values(tc::Operands::kTf32, tc::Operands::kBf16),
+                         [](const ::testing::TestParamInfo<tc::Operands>& i) {
+                           return std::string(tc::operands_name(i.param));
+                         });
+
+}  // namespace
+}  // namespace hpmc
