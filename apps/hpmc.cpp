@@ -17,15 +17,22 @@
 //
 // Every failure prints one line "hpmc: error: ..." on stderr and exits with
 // the code documented in README.md (see core/error.h).
+//
+// Under mpirun (`mpirun -np N hpmc run|bench ...`) each process is a rank of
+// a data-parallel run (dist/communicator.h): rank 0 alone prints and writes;
+// a failing rank prints "hpmc: error: rank R of N: ..." and ends the job.
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <thread>
 
 #include "cli/commands.h"
 #include "cli/reference.h"
 #include "core/error.h"
 #include "core/threads.h"
+#include "dist/communicator.h"
 
 namespace {
 
@@ -176,10 +183,20 @@ int run_main(int argc, char** argv) {
     return int(ExitCode::kUsage);
   }
 
+  dist::Communicator& world = dist::world();
+  if (world.size() > 1 && !run->parsed() && !bench->parsed()) {
+    const CLI::App* cmd = app.get_subcommands().front();
+    throw UsageError(str("hpmc ", cmd->get_name(), " runs in one process, and this is rank ",
+                         world.rank(), " of ", world.size(), "; start it without mpirun (only "
+                         "hpmc run and hpmc bench train over several ranks)"));
+  }
+  // Rank 0 speaks for the run; the others print nothing but their errors.
+  std::ostream silent(nullptr);
+  std::ostream& out = world.rank() == 0 ? std::cout : silent;
   if (run->parsed()) {
     rc.apply(run, ro);
     ro.argv.assign(argv, argv + argc);
-    cmd_run(ro, std::cout);
+    cmd_run(ro, out);
   } else if (eval->parsed()) {
     ec.apply(eval, eo);
     cmd_eval(eo, std::cout);
@@ -193,7 +210,7 @@ int run_main(int argc, char** argv) {
     cmd_features(fo, std::cout);
   } else if (bench->parsed()) {
     bc.apply(bench, bo);
-    cmd_bench(bo, std::cout);
+    cmd_bench(bo, out);
   } else if (reference) {
     print_reference_markdown(std::cout);
   } else {
@@ -202,24 +219,48 @@ int run_main(int argc, char** argv) {
   return 0;
 }
 
+// Prints the one error line and returns the exit code; one rank of several
+// ends the whole job instead (MPI_Abort). An error that every rank meets (a
+// bad config) is printed once: the ranks other than 0 wait 3 s first,
+// and rank 0's abort (or exit, without MPI) ends them before they print. An
+// interrupted run, which every rank stops at the same step, ends normally.
+int fail(const std::string& message, hpmc::ExitCode code) {
+  std::cout.flush();
+  hpmc::dist::Launch launch;
+  try {
+    launch = hpmc::dist::launch_from_environment();
+  } catch (const hpmc::Error&) {  // malformed: the message already says so
+  }
+  hpmc::dist::Communicator& world = hpmc::dist::world();
+  if (world.size() > 1 && code == hpmc::ExitCode::kInterrupted) {
+    // Every rank stopped after the same step and rank 0 wrote the
+    // checkpoint: it alone says so, and the ranks leave MPI together.
+    if (world.rank() == 0)
+      std::cerr << "hpmc: error: rank 0 of " << world.size() << ": " << message << "\n";
+    return int(code);
+  }
+  if (launch.size > 1 && launch.rank != 0) std::this_thread::sleep_for(std::chrono::seconds(3));
+  if (world.size() > 1) world.abort(message, int(code));
+  std::cerr << "hpmc: error: " << message << "\n";
+  return int(code);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // Before anything else: may re-execute hpmc with short OpenMP waits.
   hpmc::prefer_short_waits(argv);
+  int code = 0;
   try {
-    return run_main(argc, argv);
+    hpmc::dist::init_world();
+    code = run_main(argc, argv);
   } catch (const hpmc::Error& e) {
-    std::cout.flush();
-    std::cerr << "hpmc: error: " << e.what() << "\n";
-    return int(e.code());
+    code = fail(e.what(), e.code());
   } catch (const std::bad_alloc&) {
-    std::cout.flush();
-    std::cerr << "hpmc: error: out of memory; try a smaller batch size (--batch)\n";
-    return int(hpmc::ExitCode::kRuntime);
+    code = fail("out of memory; try a smaller batch size (--batch)", hpmc::ExitCode::kRuntime);
   } catch (const std::exception& e) {
-    std::cout.flush();
-    std::cerr << "hpmc: error: " << e.what() << "\n";
-    return int(hpmc::ExitCode::kRuntime);
+    code = fail(e.what(), hpmc::ExitCode::kRuntime);
   }
+  hpmc::dist::finalize_world();
+  return code;
 }

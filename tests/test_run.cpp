@@ -244,7 +244,10 @@ TEST(Run, ResumeRefusesAChangedSetup) {
   ASSERT_EQ(run_hpmc("run " + kSmall + "--epochs 1" + dirs(t, "a")).code, 0);
   auto r = run_hpmc("run " + kSmall + "--epochs 2 --batch 16 --resume" + dirs(t, "a"));
   EXPECT_EQ(r.code, 3);
-  EXPECT_NE(r.err.find("training.batch_size 32 but this run has 16"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("its steps took 32 samples (1 rank x training.batch_size 32 x "
+                      "training.grad_accumulation 1) but this run's take 16 (1 rank x "
+                      "training.batch_size 16 x training.grad_accumulation 1); keep the product"),
+            std::string::npos) << r.err;
   auto none = run_hpmc("run " + kSmall + "--resume" + dirs(t, "nothing"));
   EXPECT_EQ(none.code, 2);
   EXPECT_NE(none.err.find("there is no checkpoint"), std::string::npos) << none.err;
@@ -596,7 +599,15 @@ TEST(Run, BadCheckpointsMetadataIsCheckedFieldByField) {
        "is 9223372036854775807 but epoch 1 and step 2 make 6"},
       {{{"global_step", "-6"}}, "global_step", "is -6, outside 0.."},
       {{{"global_step", "7"}}, "global_step", "is 7 but epoch 1 and step 2 make 6"},
-      {{{"batch_size", "0"}}, "batch_size", "is 0, outside 1..1048576"},
+      {{{"batch_size", "0"}}, "batch_size", "is 0, outside 1..2147483647"},
+      {{{"ranks", "2"}}, "batch_size",
+       "is 32 but 2 ranks x training.batch_size 32 x training.grad_accumulation 1 make 64"},
+      {{{"ranks", "0"}}, "ranks", "is 0, outside 1..1048576"},
+      {{{"grad_accumulation", "x"}}, "grad_accumulation", "is 'x', not a decimal integer"},
+      {{{"rank_batch_size", kErase}}, "rank_batch_size", "is missing"},
+      {{{"epoch_samples", "60"}}, "epoch_samples",
+       "is 60 but step 2 makes 64 (100 samples in batches of 32 make 4 steps an epoch)"},
+      {{{"epoch_samples", "101"}}, "epoch_samples", "is 101, outside 0..100"},
       {{{"train_size", "-100"}}, "train_size", "is -100, outside 1..2147483647"},
       {{{"epochs", "0"}}, "epochs", "is 0, outside 1..1000000"},
       {{{"seed", "-1"}}, "seed", "is '-1', not an integer from 0 to 18446744073709551615"},

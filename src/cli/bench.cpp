@@ -13,6 +13,16 @@
 // scripts:
 //   bench: <config> impl=<impl> precision=<p> batch=<n> ms/step=<x> img/s=<y> epoch_s=<z>
 //          tflops=<t> peak_frac=<f>
+//
+// Under mpirun (N ranks) every rank runs the same steps, data parallel
+// (model/trainer.h), and the figures above are rank 0's: its ms/step and
+// its own samples' images/s. Then come each rank's median, the aggregate
+// images/s (the step's samples over the slowest rank's median step), and,
+// timed in the same run after the parallel runs, rank 0 training alone at
+// its batch while the others wait in a barrier that does not spin: the
+// scaling efficiency is aggregate / (N × that single-rank rate). The last
+// line then adds ranks=N rank_img/s= single_img/s= scaling= efficiency=, and
+// its img/s= is the aggregate.
 #include "cli/bench.h"
 
 #include <algorithm>
@@ -33,6 +43,7 @@
 #include "core/profiler.h"
 #include "core/sgemm.h"
 #include "core/threads.h"
+#include "dist/communicator.h"
 #include "model/batches.h"
 #include "model/trainer.h"
 
@@ -120,18 +131,20 @@ void check_count(const char* flag, int v, int lo, int hi) {
     throw UsageError(str(flag, " ", v, ": must be between ", lo, " and ", hi));
 }
 
-// Runs training steps on full batches, walking through the training set in
-// the trainer's epoch order and starting a new order when it runs out.
+// Runs training steps on full steps of the trainer (its ranks' batches),
+// walking through the training set in the trainer's epoch order and starting
+// a new order when it runs out.
 class StepLoop {
  public:
+  // `bs`: a micro-batch of one rank, at most.
   StepLoop(Model& model, Trainer& trainer, const Dataset& train, const TrainingConfig& t, int bs)
       : model_(model),
         trainer_(trainer),
         train_(train),
         seed_(t.seed),
         shuffle_(t.shuffle),
-        bs_(bs),
-        batches_(train.size() / bs),
+        bs_(trainer.step_samples(train.size())),
+        batches_(train.size() / bs_),
         feed_(train, model.device(), bs, model.input_shape()),
         acc_(Tensor::zeros(Shape(2, 1, 1, 1), DType::kF64, model.device())) {}
 
@@ -146,11 +159,13 @@ class StepLoop {
     }
   }
 
-  // Mean per-sample loss over every step so far; a DivergedError if it is
-  // not finite (the timings of a diverged run mean little).
+  // Mean per-sample loss over every step so far (over every rank: each rank
+  // calls it at the same point); a DivergedError if it is not finite (the
+  // timings of a diverged run mean little).
   double mean_loss() const {
     Tensor h = acc_.device() == Device::kCPU ? acc_ : acc_.to_device(Device::kCPU);
     double sum = h.data<double>()[0];
+    trainer_.comm().allreduce_sum(&sum, 1, "the benchmark's loss sums");
     double mean = sum / std::max<double>(1, double(done_) * bs_);
     if (!std::isfinite(mean))
       throw DivergedError(str("the training loss became ", mean, " during the benchmark (after ",
@@ -164,7 +179,7 @@ class StepLoop {
   const Dataset& train_;
   uint64_t seed_;
   bool shuffle_;
-  int bs_, batches_;
+  int bs_, batches_;  // samples per step (every rank's), full steps per pass
   BatchFeeder feed_;
   Tensor acc_;
   long done_ = 0;
@@ -189,6 +204,12 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
   const int bs = std::min(cfg.training.batch_size, train.size());
   const bool on_gpu = model.device() == Device::kGPU;
   const int threads = num_threads();
+  dist::Communicator& world = dist::world();
+  const int ranks = world.size();
+  // A step's samples over every rank (Trainer::step_samples), and this rank's.
+  const int gs = int(std::min<int64_t>(
+      int64_t(ranks) * cfg.training.batch_size * cfg.training.grad_accumulation, train.size()));
+  const double rank_samples = double(gs) / ranks;
   const Precision prec = model.precision();
   const bool bf16 = prec == Precision::kBf16;
 
@@ -223,20 +244,28 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
   const double rate_unit = on_gpu ? 1e12 : 1e9;
   const char* rate_name = on_gpu ? "TFLOP/s" : "GFLOP/s";
 
-  const double step_flops = model.train_flops(bs);
+  const double step_flops = model.train_flops(bs) * rank_samples / bs;  // one rank's step
   // An epoch of the training set the config names (the official size for
   // synthetic MNIST and CIFAR-10).
   const int epoch_images = int(std::max<size_t>(1, s.probe.train));
   out << "benchmark: device " << device << ", impl " << impl_name(s.impl) << ", precision "
       << precision_name(prec) << ", batch " << bs
+      << (cfg.training.grad_accumulation > 1
+              ? str(" x ", cfg.training.grad_accumulation, " micro-batches a step")
+              : std::string())
       << ", threads " << threads << ", data "
-      << (cfg.data.synthetic ? "synthetic" : str("real (", cfg.data.path, ")")) << "\n";
+      << (cfg.data.synthetic ? "synthetic" : str("real (", cfg.data.path, ")"))
+      << (ranks > 1 ? str("; ", ranks, " ranks, ", gs, " samples a step over all (figures "
+                          "below: rank 0's until 'data parallel')")
+                    : std::string())
+      << "\n";
   out << "  " << peak_line << "\n";
   if (!on_gpu && bf16)
     out << "  CPU GEMM: " << bf16gemm_path_name(bf16gemm_path()) << " (bf16 operands, FP32 sums)\n";
   else if (!on_gpu)
     out << "  CPU GEMM: " << sgemm_path_name(sgemm_path()) << " (float)\n";
-  out << "  work: " << fmt("%.4g", step_flops / bs / 1e6) << " MFLOP per training sample ("
+  out << "  work: " << fmt("%.4g", step_flops / rank_samples / 1e6)
+      << " MFLOP per training sample ("
       << fmt("%.4g", step_flops / 1e9)
       << " GFLOP per step; forward + backward matrix products, 2 FLOPs per multiply-add)\n";
   out << "  warm-up " << o.warmup << " steps, then " << o.repeats << " runs of " << o.steps
@@ -257,19 +286,20 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
   std::vector<double> ms;
   for (int r = 0; r < o.repeats; ++r) {
     if (on_gpu) gpu::synchronize();
+    world.barrier("the start of a timed run");  // the ranks start together
     auto t0 = Clock::now();
     loop.run(o.steps);
     if (on_gpu) gpu::synchronize();
     double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / o.steps;
     ms.push_back(t);
     out << "  run " << r + 1 << "/" << o.repeats << ": " << fmt("%.3f", t) << " ms/step, "
-        << grouped(bs * 1000 / t) << " img/s\n"
+        << grouped(rank_samples * 1000 / t) << " img/s" << (ranks > 1 ? " (rank 0)" : "") << "\n"
         << std::flush;
   }
   const double loss = loop.mean_loss();
 
   const Spread m = spread(ms);
-  auto ips = [&](double t) { return bs * 1000 / t; };
+  auto ips = [&](double t) { return rank_samples * 1000 / t; };
   auto rate = [&](double t) { return step_flops / (t / 1000); };
   const double best_ips = ips(m.min), worst_ips = ips(m.max), med_ips = ips(m.median);
   char line[256];
@@ -308,9 +338,10 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
 
   std::map<std::string, double> flops;
   const auto lf = model.layer_flops(bs);
+  const double calls = rank_samples / bs;  // a layer's passes per step (micro-batches)
   for (size_t i = 0; i < lf.size(); ++i) {
-    flops[model.layers()[i]->name() + " fwd"] = lf[i].forward;
-    flops[model.layers()[i]->name() + " bwd"] = lf[i].backward;
+    flops[model.layers()[i]->name() + " fwd"] = lf[i].forward * calls;
+    flops[model.layers()[i]->name() + " bwd"] = lf[i].backward * calls;
   }
   flops["fused step"] = step_flops;  // the fused MLP step: the whole step in one region
   const auto regions = prof.regions();
@@ -344,12 +375,66 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
                 peak_str(step_rate).c_str());
   out << line;
 
+  if (ranks == 1) {
+    out << "bench: " << o.config << " impl=" << impl_name(s.impl)
+        << " precision=" << precision_name(prec) << " batch=" << bs << " ms/step=" << fmt("%.4f", m.median) << " img/s=" << fmt("%.0f", med_ips)
+        << " epoch_s=" << fmt("%.3f", epoch_images / med_ips)
+        << " tflops=" << fmt("%.4g", rate(m.median) / 1e12)
+        << " peak_frac=" << (peak > 0 ? fmt("%.4f", rate(m.median) / peak) : std::string("na"))
+        << "\n"
+        << std::flush;
+    return;
+  }
+
+  // Data parallel: every rank's median, the aggregate, and rank 0 alone.
+  std::vector<double> medians(size_t(ranks), 0.0);
+  medians[size_t(world.rank())] = m.median;
+  world.allreduce_sum(medians.data(), medians.size(), "the ranks' medians");
+  const double slowest = *std::max_element(medians.begin(), medians.end());
+  const double aggregate = gs * 1000 / slowest;
+  double single = 0;  // rank 0 alone: images/s at its batch
+  std::string single_path;
+  world.barrier("the end of the parallel runs");
+  if (world.rank() == 0) {
+    std::unique_ptr<dist::Communicator> solo = dist::make_single_communicator();
+    Trainer alone(model, cfg.training, *solo);
+    alone.set_run_steps(int64_t(o.warmup) + int64_t(o.repeats) * o.steps);
+    StepLoop one(model, alone, train, cfg.training, bs);
+    one.run(o.warmup);
+    std::vector<double> ms1;
+    for (int r = 0; r < o.repeats; ++r) {
+      if (on_gpu) gpu::synchronize();
+      auto t0 = Clock::now();
+      one.run(o.steps);
+      if (on_gpu) gpu::synchronize();
+      ms1.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count() /
+                    o.steps);
+    }
+    one.mean_loss();
+    single = alone.step_samples(train.size()) * 1000 / spread(ms1).median;
+    single_path = one.step_path();
+  }
+  world.barrier("rank 0's single-rank runs");  // the others wait here, idle
+  const double scaling = single > 0 ? aggregate / single : 0;
+  out << "data parallel (" << ranks << " ranks, " << world.backend() << "; a step is " << gs
+      << " samples, " << fmt("%.0f", rank_samples) << " a rank):\n";
+  for (int r = 0; r < ranks; ++r)
+    out << "  rank " << r << ": " << fmt("%.3f", medians[size_t(r)]) << " ms/step, "
+        << grouped(rank_samples * 1000 / medians[size_t(r)]) << " img/s\n";
+  out << "  aggregate: " << grouped(aggregate) << " img/s (" << gs << " samples a step at the "
+      << "slowest rank's median, " << fmt("%.3f", slowest) << " ms)\n";
+  out << "  one rank alone (rank 0 at batch " << bs << ", the others idle, same run): "
+      << grouped(single) << " img/s; step: " << single_path << "\n";
+  out << "  scaling: " << fmt("%.2f", scaling) << "x on " << ranks << " ranks, efficiency "
+      << fmt("%.1f", 100 * scaling / ranks) << "% (aggregate / (" << ranks
+      << " x one rank alone))\n";
   out << "bench: " << o.config << " impl=" << impl_name(s.impl)
-      << " precision=" << precision_name(prec) << " batch=" << bs
-      << " ms/step=" << fmt("%.4f", m.median) << " img/s=" << fmt("%.0f", med_ips)
-      << " epoch_s=" << fmt("%.3f", epoch_images / med_ips)
-      << " tflops=" << fmt("%.4g", rate(m.median) / 1e12)
-      << " peak_frac=" << (peak > 0 ? fmt("%.4f", rate(m.median) / peak) : std::string("na"))
+      << " precision=" << precision_name(prec) << " batch=" << bs << " ranks=" << ranks << " ms/step=" << fmt("%.4f", slowest)
+      << " img/s=" << fmt("%.0f", aggregate) << " epoch_s=" << fmt("%.3f", epoch_images / aggregate)
+      << " tflops=" << fmt("%.4g", rate(slowest) * ranks / 1e12)
+      << " peak_frac=" << (peak > 0 ? fmt("%.4f", rate(slowest) / peak) : std::string("na"))
+      << " rank_img/s=" << fmt("%.0f", aggregate / ranks) << " single_img/s=" << fmt("%.0f", single)
+      << " scaling=" << fmt("%.3f", scaling) << " efficiency=" << fmt("%.4f", scaling / ranks)
       << "\n"
       << std::flush;
 }

@@ -9,6 +9,7 @@
 #include "core/sgemm.h"
 #include "core/threads.h"
 #include "cli/reference.h"
+#include "dist/communicator.h"
 #include "model/impl.h"
 
 extern "C" char* openblas_get_config(void);
@@ -49,6 +50,10 @@ void cmd_info(std::ostream& out) {
   auto devs = gpu::describe_devices();
   out << "  CUDA devices : " << devs.front() << "\n";
   for (size_t i = 1; i < devs.size(); ++i) out << "                 " << devs[i] << "\n";
+  out << "  MPI          : " << dist::mpi_description()
+      << (dist::built_with_mpi() ? " (mpirun -np N hpmc run|bench: data parallel)" : "") << "\n";
+  out << "  NCCL         : " << dist::nccl_description()
+      << (dist::built_with_nccl() ? " (GPU ranks)" : "") << "\n";
   out << "  CPU          : " << cpu_model_and_features() << "\n";
   out << "  CPU threads  : " << configure_threads() << " (OpenMP; OpenBLAS pinned to 1)\n";
   out << "  thread waits : " << wait_policy_description() << "\n";

@@ -5,6 +5,10 @@
 // to <weights_dir>/<name>.safetensors after every epoch, every
 // output.checkpoint_every steps, and when SIGINT/SIGTERM arrives (the
 // current step finishes first). --resume continues exactly from it.
+//
+// Under mpirun every rank reads the config, the data and (--resume, --init)
+// the checkpoint, and makes the same checks; rank 0 alone writes the run
+// directory and the checkpoint, after every rank has passed its checks.
 #include <csignal>
 #include <filesystem>
 #include <ostream>
@@ -19,6 +23,7 @@
 #include "core/error.h"
 #include "core/profiler.h"
 #include "core/regular_file.h"
+#include "dist/communicator.h"
 #include "model/checkpoint.h"
 #include "model/trainer.h"
 
@@ -127,7 +132,8 @@ std::string resume_command(const RunOptions& o) {
                  "--resume");
   std::string cmd;
   for (const auto& w : words) cmd += (cmd.empty() ? "" : " ") + shell_quote(w);
-  return cmd;
+  const int ranks = dist::world().size();
+  return ranks > 1 ? str("mpirun -np ", ranks, " ", cmd) : cmd;
 }
 
 void write_resolved_config(const Session& s, const std::string& path) {
@@ -182,10 +188,13 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
   load_session_data(s, out);
   Model& model = *s.model;
   const int n_train = s.data.train.size();
-  Trainer trainer(model, cfg.training);  // a fresh optimizer; a resume restores its state
+  dist::Communicator& world = dist::world();
+  const bool writer = world.rank() == 0;  // rank 0 alone writes files
+  const int ranks = world.size();
+  Trainer trainer(model, cfg.training, world);  // a fresh optimizer; a resume restores its state
   TrainState state;
   if (o.resume) {
-    load_checkpoint(ckpt, model, trainer.optimizer(), cfg, state, n_train);
+    load_checkpoint(ckpt, model, trainer.optimizer(), cfg, state, n_train, ranks);
     check_finite_weights(model, ckpt);
     // Nothing to train: say so and leave the run directory as it is.
     const int epochs = cfg.training.epochs;
@@ -210,25 +219,36 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
     model.params().init(cfg.training.seed);
   }
 
-  make_dirs(dir);
-  make_dirs(cfg.output.weights_dir);
-  // A kill during a checkpoint write leaves its temporary file behind.
-  std::vector<std::string> stale = leftover_temp_files(ckpt);
-  std::error_code ec;
-  for (const auto& f : stale) std::filesystem::remove(f, ec);
-  if (!stale.empty())
-    out << "removed " << stale.size() << " temporary checkpoint file"
-        << (stale.size() == 1 ? "" : "s") << " left by an interrupted write: " << stale.front()
-        << (stale.size() > 1 ? ", ..." : "") << "\n";
-  if (o.overwrite) clear_run_dir(dir);
-  write_resolved_config(s, join_path(dir, "config.yaml"));
+  // Every rank has read what it needs and passed its checks before rank 0
+  // writes anything (a rank that reads the run directory after rank 0 wrote
+  // config.yaml would take it for an earlier run).
+  world.barrier("the start of training (every rank has loaded its data)");
   MetricsLog metrics(join_path(dir, "metrics.csv"));
-  if (o.resume) metrics.load(state.global_step);
-  metrics.write();
+  if (writer) {
+    make_dirs(dir);
+    make_dirs(cfg.output.weights_dir);
+    // A kill during a checkpoint write leaves its temporary file behind.
+    std::vector<std::string> stale = leftover_temp_files(ckpt);
+    std::error_code ec;
+    for (const auto& f : stale) std::filesystem::remove(f, ec);
+    if (!stale.empty())
+      out << "removed " << stale.size() << " temporary checkpoint file"
+          << (stale.size() == 1 ? "" : "s") << " left by an interrupted write: " << stale.front()
+          << (stale.size() > 1 ? ", ..." : "") << "\n";
+    if (o.overwrite) clear_run_dir(dir);
+    write_resolved_config(s, join_path(dir, "config.yaml"));
+    if (o.resume) metrics.load(state.global_step);
+    metrics.write();
+  }
 
   const TrainingConfig& tc = cfg.training;
   out << "training: " << tc.epochs << " epoch" << (tc.epochs == 1 ? "" : "s") << ", batch "
-      << tc.batch_size << ", " << trainer.optimizer().describe();
+      << tc.batch_size;
+  if (ranks > 1 || tc.grad_accumulation > 1)
+    out << (ranks > 1 ? str(" x ", ranks, " ranks") : "")
+        << (tc.grad_accumulation > 1 ? str(" x ", tc.grad_accumulation, " micro-batches") : "")
+        << " = " << int64_t(ranks) * tc.batch_size * tc.grad_accumulation << " samples a step";
+  out << ", " << trainer.optimizer().describe();
   if (tc.schedule.type != "constant" || tc.schedule.warmup_steps > 0)
     out << ", schedule " << Schedule(tc.schedule, tc.optimizer.lr,
                                      int64_t(tc.epochs) * trainer.steps_per_epoch(n_train))
@@ -255,19 +275,23 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
     const bool ckpt_now = cfg.output.checkpoint_every > 0 &&
                           st.global_step % cfg.output.checkpoint_every == 0;
     if (log_row || ckpt_now) trainer.sync_loss(st);
-    if (log_row) {
+    if (log_row && writer) {
       MetricsRow r;
       r.epoch = st.epoch + 1;
       r.step = st.global_step;
-      r.train_loss = st.loss_sum / std::max(1, std::min(n_train, st.step * std::min(cfg.training.batch_size, n_train)));
+      const int64_t seen =
+          std::min<int64_t>(n_train, int64_t(st.step) * trainer.step_samples(n_train));
+      r.train_loss = st.loss_sum / double(std::max<int64_t>(1, seen));
       r.seconds = st.epoch_seconds;
       metrics.add(r);
     }
-    if (ckpt_now) save_checkpoint(ckpt, model, trainer.optimizer(), cfg, st, n_train);
+    if (ckpt_now && writer)
+      save_checkpoint(ckpt, model, trainer.optimizer(), cfg, st, n_train, ranks);
     return signals.caught() != 0;
   });
   trainer.on_epoch([&](const EpochResult& r, const TrainState& st) {
-    save_checkpoint(ckpt, model, trainer.optimizer(), cfg, st, n_train);
+    if (!writer) return;
+    save_checkpoint(ckpt, model, trainer.optimizer(), cfg, st, n_train, ranks);
     MetricsRow row;
     row.epoch = r.epoch;
     row.step = st.global_step;
@@ -288,12 +312,16 @@ void cmd_run(const RunOptions& o, std::ostream& out) {
   if (profiler) profiler->print(out);
 
   if (state.epoch < cfg.training.epochs) {  // stopped by a signal
-    save_checkpoint(ckpt, model, trainer.optimizer(), cfg, state, n_train);
+    if (writer) save_checkpoint(ckpt, model, trainer.optimizer(), cfg, state, n_train, ranks);
     throw Error(ExitCode::kInterrupted,
-                str("interrupted by signal ", int(signals.caught()), " at epoch ", state.epoch + 1,
+                str("interrupted by ",
+                    signals.caught() ? str("signal ", int(signals.caught()))
+                                     : std::string("a signal to another rank"),
+                    " at epoch ", state.epoch + 1,
                     ", step ", state.step, "; checkpoint written to ", ckpt,
                     "; continue with: ", resume_command(o)));
   }
+  if (!writer) return;
   if (autoencoder && s.data.test.size() > 0)
     write_recon_grid(model, s.data.test, cfg.output.recon_count, join_path(dir, "recon.png"));
   if (metrics.rows().empty() || !metrics.rows().back().epoch_end)

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "core/threads.h"
+#include "dist/communicator.h"
 #include "model/memory.h"
 #include "optim/optimizer.h"
 
@@ -66,7 +67,11 @@ Session open_session(const CommonOptions& o, std::ostream& out, int batch,
   Session s;
   s.impl = parse_impl(o.impl);
   s.cfg = load_command_config(o);
-  int threads = configure_threads(s.cfg.training.threads);
+  dist::Communicator& world = dist::world();
+  int threads = configure_threads(s.cfg.training.threads, world.local_size());
+  // A rank of several takes its own GPU before any GPU work (dist/communicator.h).
+  int device = -1;
+  if (world.size() > 1 && impl_device(s.impl) == Device::kGPU) device = world.use_gpu();
   s.format = parse_data_format(s.cfg.data.format);
   // Headers and listings only: the model is built, and every shape checked,
   // before any image is decoded.
@@ -74,7 +79,13 @@ Session open_session(const CommonOptions& o, std::ostream& out, int batch,
   s.model = Model::build(s.cfg, s.impl, s.probe.sample, s.probe.num_classes);
   out << "hpmc " << HPMC_VERSION << ": " << s.cfg.name << " (" << o.config << "), impl "
       << impl_name(s.impl) << ", precision " << precision_name(s.model->precision()) << ", "
-      << threads << " CPU thread" << (threads == 1 ? "" : "s") << "\n";
+      << threads << " CPU thread" << (threads == 1 ? "" : "s")
+      << (world.size() > 1 ? " a rank" : "") << "\n";
+  if (world.size() > 1)
+    out << "data parallel: " << world.size() << " ranks (" << world.backend() << "), "
+        << world.local_size() << " on this host"
+        << (device >= 0 ? str(", one GPU each (rank 0: GPU ", device, ")") : std::string())
+        << "; rank 0 prints and writes\n";
   s.model->print_table(out);
 
   // The splits the command loads, at their full size: the limits slice them

@@ -84,6 +84,8 @@ int device_count() {
   return n;
 }
 
+void set_device(int index) { HPMC_CUDA_CHECK(cudaSetDevice(index)); }
+
 std::vector<std::string> describe_devices() {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);

@@ -20,6 +20,10 @@ bool compiled_with_cuda();
 // One line per visible CUDA device, or an explanation why there is none.
 std::vector<std::string> describe_devices();
 int device_count();
+// Make device `index` the current one for this process (cudaSetDevice): a
+// data-parallel rank takes its own GPU (dist/communicator.h) before any other
+// GPU work. Without CUDA, a RuntimeError.
+void set_device(int index);
 
 // The current CUDA device and its FP32 peak: SMs × FP32 lanes per SM × 2
 // (a fused multiply-add is two FLOPs) × the peak clock (cudaDevAttrClockRate).

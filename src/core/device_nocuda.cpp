@@ -19,6 +19,7 @@ namespace {
 bool compiled_with_cuda() { return false; }
 std::vector<std::string> describe_devices() { return {"none (built without CUDA)"}; }
 int device_count() { return 0; }
+void set_device(int) { no_cuda(); }
 DevicePeak device_peak() { no_cuda(); }
 void set_sync_debug(bool) {}
 bool sync_debug() { return false; }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/sgemm.h"
@@ -36,7 +37,7 @@ std::string wait_policy_description() {
   return s;
 }
 
-int configure_threads(int n) {
+int configure_threads(int n, int local_ranks) {
   openblas_set_num_threads(1);
   sgemm_path();  // resolve HPMC_GEMM now, outside any parallel region (sgemm.h)
 #ifdef _OPENMP
@@ -46,12 +47,19 @@ int configure_threads(int n) {
   }
   // The CPUs this process may run on (taskset, cpusets), not all the
   // machine's: more threads than those would take turns on them.
-  if (n <= 0) n = omp_get_num_procs();
+  if (n <= 0) {
+    n = omp_get_num_procs();
+    // mpirun binds each of a few ranks to its own core (then this is 1), but
+    // leaves oversubscribed ranks unbound: each would take every core.
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (local_ranks > 1 && online > 0) n = std::min<long>(n, std::max<long>(1, online / local_ranks));
+  }
   if (n <= 0) n = 1;
   omp_set_num_threads(n);
   return n;
 #else
   (void)n;
+  (void)local_ranks;
   return 1;
 #endif
 }

@@ -32,9 +32,11 @@ void prefer_short_waits(char** argv);
 std::string wait_policy_description();
 
 // Set the OpenMP thread count (n <= 0: OMP_NUM_THREADS, else the cores this
-// process may run on, which taskset and cpusets limit) and pin
-// OpenBLAS to a single thread. Returns the thread count in use.
-int configure_threads(int n = 0);
+// process may run on, which taskset and cpusets limit, shared fairly among
+// `local_ranks` data-parallel ranks on this host: at most the online CPUs
+// divided by them, at least 1) and pin OpenBLAS to a single thread. Returns
+// the thread count in use.
+int configure_threads(int n = 0, int local_ranks = 1);
 int num_threads();
 // Index of the calling thread inside a parallel region (0 outside).
 int thread_index();

@@ -60,45 +60,47 @@ std::string InputNoiseConfig::describe() const {
 }
 
 void augment_batch(const Tensor& x, Tensor& y, const Shape& image, const AugmentConfig& cfg,
-                   uint64_t seed, int64_t step) {
+                   uint64_t seed, int64_t step, int64_t first) {
   check_batch("augment_batch", x, y);
   if (image.per_sample() != x.shape().per_sample())
     throw ShapeError(str("augment_batch: images of ", image.sample_str(), " but batch ",
                          x.shape().str(), " holds ", x.shape().per_sample(), " values a sample"));
   HPMC_CHECK(x.raw() != y.raw() || x.numel() == 0, "augment_batch: x and y are one buffer");
-  HPMC_CHECK(step >= 0, "augment_batch: negative step ", step);
+  HPMC_CHECK(step >= 0 && first >= 0, "augment_batch: negative step ", step, " or first ", first);
   const int n = x.shape().n;
   y.set_batch(n);
   if (n == 0) return;
   const uint64_t key = counter_key(seed, kAugmentStream);
   if (x.device() == Device::kCPU)
     augment_cpu(x.data<float>(), y.data<float>(), n, image.c, image.h, image.w, cfg.hflip,
-                cfg.crop_padding, key, uint64_t(step));
+                cfg.crop_padding, key, uint64_t(step), uint64_t(first));
   else
     gpu::augment_batch(x.data<float>(), y.data<float>(), n, image.c, image.h, image.w, cfg.hflip,
-                       cfg.crop_padding, key, uint64_t(step));
+                       cfg.crop_padding, key, uint64_t(step), uint64_t(first));
 }
 
 void add_input_noise(const Tensor& x, Tensor& y, const InputNoiseConfig& cfg, uint64_t seed,
-                     int64_t step) {
+                     int64_t step, int64_t first) {
   check_batch("add_input_noise", x, y);
-  HPMC_CHECK(step >= 0, "add_input_noise: negative step ", step);
+  HPMC_CHECK(step >= 0 && first >= 0, "add_input_noise: negative step ", step, " or first ",
+             first);
   y.set_batch(x.shape().n);
   const size_t count = x.numel();
   if (count == 0) return;
   const uint64_t key = counter_key(seed, kInputNoiseStream);
+  const uint64_t base = uint64_t(first) * x.shape().per_sample();
   if (x.device() == Device::kCPU) {
-    input_noise_cpu(x.data<float>(), y.data<float>(), count, cfg, key, uint64_t(step));
+    input_noise_cpu(x.data<float>(), y.data<float>(), count, cfg, key, uint64_t(step), base);
     return;
   }
   switch (cfg.type) {
     case InputNoiseConfig::Type::kGaussian:
       gpu::gaussian_noise(x.data<float>(), y.data<float>(), count, float(cfg.std), key,
-                          uint64_t(step));
+                          uint64_t(step), base);
       break;
     case InputNoiseConfig::Type::kMask:
       gpu::mask_noise(x.data<float>(), y.data<float>(), count, drop_threshold(cfg.p), key,
-                      uint64_t(step));
+                      uint64_t(step), base);
       break;
     case InputNoiseConfig::Type::kNone:
       if (x.raw() != y.raw()) y.copy_from(x);

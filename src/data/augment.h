@@ -45,25 +45,29 @@ const char* input_noise_type_name(InputNoiseConfig::Type t);  // "none", "gaussi
 
 // y = the augmentation of batch x at `step` (y's batch is set to x's).
 // `image` is the per-sample image (1, C, H, W); x may be laid out flat, with
-// the same number of values per sample. x and y must not overlap.
+// the same number of values per sample. x and y must not overlap. `first`
+// is the position of x's first sample in the step's whole batch (0 but for a
+// data-parallel shard or an accumulated micro-batch, model/trainer.h): each
+// sample gets the draw of its position in the whole batch.
 void augment_batch(const Tensor& x, Tensor& y, const Shape& image, const AugmentConfig& cfg,
-                   uint64_t seed, int64_t step);
+                   uint64_t seed, int64_t step, int64_t first = 0);
 
 // y = x with the input noise of `step` (y's batch is set to x's); x and y may
-// be the same tensor.
+// be the same tensor. `first` as for augment_batch.
 void add_input_noise(const Tensor& x, Tensor& y, const InputNoiseConfig& cfg, uint64_t seed,
-                     int64_t step);
+                     int64_t step, int64_t first = 0);
 
 // The CPU loops on raw NCHW arrays (templated on the scalar for tests in
 // double): n samples of c×h×w; `key` = counter_key(seed, kAugmentStream) or
-// counter_key(seed, kInputNoiseStream).
+// counter_key(seed, kInputNoiseStream). Sample i draws as position first + i
+// of the whole batch; value t of the noise as index base + t.
 template <class T>
 void augment_cpu(const T* x, T* y, int n, int c, int h, int w, bool hflip, int pad, uint64_t key,
-                 uint64_t step) {
+                 uint64_t step, uint64_t first = 0) {
   const size_t plane = size_t(h) * w;
   // One thread: a copy with offsets, a fraction of a millisecond per CIFAR-10 batch.
   for (int i = 0; i < n; ++i) {
-    const AugmentDraw d = augment_draw(key, step, uint64_t(i), hflip, pad);
+    const AugmentDraw d = augment_draw(key, step, first + uint64_t(i), hflip, pad);
     for (int ch = 0; ch < c; ++ch) {
       const T* src = x + (size_t(i) * c + ch) * plane;
       T* dst = y + (size_t(i) * c + ch) * plane;
@@ -78,27 +82,37 @@ void augment_cpu(const T* x, T* y, int n, int c, int h, int w, bool hflip, int p
 
 template <class T>
 void input_noise_cpu(const T* x, T* y, size_t count, const InputNoiseConfig& cfg, uint64_t key,
-                     uint64_t step) {
+                     uint64_t step, uint64_t base = 0) {
   // Each value is independent: any thread count gives the same bits.
   const bool par = count >= 16384;
+  const uint64_t end = base + count;  // the values' indices are [base, end)
   if (cfg.type == InputNoiseConfig::Type::kMask) {
     const uint64_t threshold = drop_threshold(cfg.p);
-    // Elements 4b .. 4b + 3 share Philox block b (counter_u32).
+    // Indices 4b .. 4b + 3 share Philox block b (counter_u32).
+    const uint64_t b0 = base / 4;
+    const int64_t blocks = int64_t((end + 3) / 4 - b0);
 #pragma omp parallel for schedule(static) if (par)
-    for (size_t b = 0; b < (count + 3) / 4; ++b) {
+    for (int64_t k = 0; k < blocks; ++k) {
+      const uint64_t b = b0 + uint64_t(k);
       const Philox4x32 w = counter_block(key, step, b);
-      for (size_t t = 4 * b, k = 0; k < 4 && t < count; ++k, ++t)
-        y[t] = counter_keep(w.v[k], threshold) ? x[t] : T(0);
+      for (uint64_t g = 4 * b; g < 4 * b + 4; ++g)
+        if (g >= base && g < end)
+          y[g - base] = counter_keep(w.v[g - 4 * b], threshold) ? x[g - base] : T(0);
     }
   } else if (cfg.type == InputNoiseConfig::Type::kGaussian) {
     const T s = T(cfg.std);
-    // Elements 2b and 2b + 1 share Philox block b (gaussian_draw).
+    // Indices 2b and 2b + 1 share Philox block b (gaussian_draw).
+    const uint64_t b0 = base / 2;
+    const int64_t blocks = int64_t((end + 1) / 2 - b0);
 #pragma omp parallel for schedule(static) if (par)
-    for (size_t b = 0; b < (count + 1) / 2; ++b) {
+    for (int64_t k = 0; k < blocks; ++k) {
+      const uint64_t b = b0 + uint64_t(k);
       const Philox4x32 w = counter_block(key, step, b);
-      const size_t t = 2 * b;
-      y[t] = std::fma(s, T(gaussian_from_words(w.v[0], w.v[1])), x[t]);
-      if (t + 1 < count) y[t + 1] = std::fma(s, T(gaussian_from_words(w.v[2], w.v[3])), x[t + 1]);
+      if (2 * b >= base)
+        y[2 * b - base] = std::fma(s, T(gaussian_from_words(w.v[0], w.v[1])), x[2 * b - base]);
+      if (2 * b + 1 < end)
+        y[2 * b + 1 - base] =
+            std::fma(s, T(gaussian_from_words(w.v[2], w.v[3])), x[2 * b + 1 - base]);
     }
   } else if (x != y) {
     for (size_t t = 0; t < count; ++t) y[t] = x[t];

@@ -66,6 +66,10 @@ struct LayerMode {
   uint64_t seed = 0;  // training.seed
   int64_t step = 0;   // the global step being trained
   int stream = 0;     // the layer's index in the config (model.layers), fused or not
+  // The position of this batch's first sample in the step's whole batch: 0,
+  // except for a data-parallel rank's shard or an accumulated micro-batch
+  // (model/trainer.h), whose samples draw what they would in the whole batch.
+  int64_t first = 0;
 };
 
 class Layer {

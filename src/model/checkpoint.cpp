@@ -27,10 +27,24 @@ int steps_per_epoch(int batch_size, int train_size) {
   return int((int64_t(train_size) + bs - 1) / bs);
 }
 
+// Samples per optimizer step over `ranks` ranks: what the checkpoint's
+// batch_size records (training.batch_size itself for one process without
+// accumulation, as it always was), so that its step counts such batches.
+int64_t step_batch(const TrainingConfig& tc, int ranks) {
+  return int64_t(ranks) * tc.batch_size * tc.grad_accumulation;
+}
+
 // The schedule `cfg` gives a run of train_size samples (its identity).
-std::string schedule_identity(const TrainingConfig& tc, int train_size) {
-  const int64_t run_steps = int64_t(tc.epochs) * steps_per_epoch(tc.batch_size, train_size);
+std::string schedule_identity(const TrainingConfig& tc, int train_size, int ranks) {
+  const int bs = int(std::min<int64_t>(step_batch(tc, ranks), train_size));
+  const int64_t run_steps = int64_t(tc.epochs) * steps_per_epoch(bs, train_size);
   return Schedule(tc.schedule, tc.optimizer.lr, run_steps).identity();
+}
+
+// "2 ranks × training.batch_size 32 × training.grad_accumulation 1"
+std::string step_batch_parts(int ranks, int64_t batch, int64_t accumulation) {
+  return str(ranks, ranks == 1 ? " rank" : " ranks", " x training.batch_size ", batch,
+             " x training.grad_accumulation ", accumulation);
 }
 
 std::string hexfloat(double v) {
@@ -50,7 +64,10 @@ std::vector<int64_t> dims64(const std::vector<int>& d) { return {d.begin(), d.en
 // What a resume needs from the metadata, each field read strictly.
 struct ResumeMeta {
   uint64_t seed = 0;
+  // batch_size: the samples of a step, over every rank and micro-batch
   int batch_size = 0, train_size = 0, epochs = 0, epoch = 0, step = 0;
+  // How the writer made its steps (1, batch_size, 1 before these fields existed).
+  int ranks = 1, rank_batch_size = 0, grad_accumulation = 1;
   int64_t global_step = 0;
   bool shuffle = false, momentum = false;
   double loss_sum = 0, correct = 0;
@@ -153,7 +170,7 @@ ResumeMeta read_resume_meta(const std::string& path, const CheckpointMeta& meta)
                         "weights"));
   ResumeMeta m;
   m.seed = r.unsigned64("seed");
-  m.batch_size = int(r.integer("batch_size", 1, 1 << 20));
+  m.batch_size = int(r.integer("batch_size", 1, std::numeric_limits<int>::max()));
   m.shuffle = r.boolean("shuffle");
   m.momentum = r.boolean("momentum");
   m.train_size = int(r.integer("train_size", 1, std::numeric_limits<int>::max()));
@@ -204,6 +221,26 @@ ResumeMeta read_resume_meta(const std::string& path, const CheckpointMeta& meta)
     m.schedule = Schedule::legacy_identity();
   }
   if (m.optimizer_steps < 0) m.optimizer_steps = m.global_step;
+  // Data parallelism and accumulation: absent from checkpoints written
+  // before them (one process, batch_size a batch).
+  if (meta.values.count("ranks")) {
+    m.ranks = int(r.integer("ranks", 1, 1 << 20));
+    m.rank_batch_size = int(r.integer("rank_batch_size", 1, 1 << 20));
+    m.grad_accumulation = int(r.integer("grad_accumulation", 1, 1 << 16));
+    const int64_t product = int64_t(m.ranks) * m.rank_batch_size * m.grad_accumulation;
+    if (product != m.batch_size)
+      r.fail("batch_size", str("is ", m.batch_size, " but ",
+                               step_batch_parts(m.ranks, m.rank_batch_size, m.grad_accumulation),
+                               " make ", product));
+    // The position in samples: the steps' samples, the last step's fewer.
+    const int64_t samples = r.integer("epoch_samples", 0, m.train_size);
+    if (samples != std::min<int64_t>(int64_t(m.step) * bs, m.train_size))
+      r.fail("epoch_samples", str("is ", samples, " but step ", m.step, " makes ",
+                                  std::min<int64_t>(int64_t(m.step) * bs, m.train_size), " (",
+                                  epoch_is, ")"));
+  } else {
+    m.rank_batch_size = m.batch_size;
+  }
   if (m.optimizer_steps != m.global_step)
     r.fail("optimizer_steps", str("is ", m.optimizer_steps, " but the run has taken ",
                                   m.global_step, " steps (global_step)"));
@@ -218,7 +255,7 @@ std::string CheckpointMeta::get(const std::string& key) const {
 }
 
 void save_checkpoint(const std::string& path, const Model& model, const Optimizer& opt,
-                     const Config& cfg, const TrainState& state, int train_size) {
+                     const Config& cfg, const TrainState& state, int train_size, int ranks) {
   HPMC_CHECK(opt.steps() == state.global_step, "saving an optimizer that has taken ", opt.steps(),
              " steps at global step ", state.global_step);
   // The one place a checkpoint copies parameters and optimizer state off the device.
@@ -253,7 +290,14 @@ void save_checkpoint(const std::string& path, const Model& model, const Optimize
       {"precision", precision_name(model.precision())},
       {"loss", cfg.model.loss},
       {"seed", std::to_string(cfg.training.seed)},
-      {"batch_size", std::to_string(cfg.training.batch_size)},
+      {"batch_size", std::to_string(step_batch(cfg.training, ranks))},
+      {"ranks", std::to_string(ranks)},
+      {"rank_batch_size", std::to_string(cfg.training.batch_size)},
+      {"grad_accumulation", std::to_string(cfg.training.grad_accumulation)},
+      {"epoch_samples",
+       std::to_string(std::min<int64_t>(
+           int64_t(state.step) * std::min<int64_t>(step_batch(cfg.training, ranks), train_size),
+           train_size))},
       {"shuffle", cfg.training.shuffle ? "true" : "false"},
       {"train_size", std::to_string(train_size)},
       {"epochs", std::to_string(cfg.training.epochs)},
@@ -267,7 +311,7 @@ void save_checkpoint(const std::string& path, const Model& model, const Optimize
       {"optimizer_state", opt.state_list()},
       {"optimizer_steps", std::to_string(opt.steps())},
       {"optimizer_settings", opt.describe()},
-      {"schedule", schedule_identity(cfg.training, train_size)},
+      {"schedule", schedule_identity(cfg.training, train_size, ranks)},
       {"clip_grad_norm", str(cfg.training.clip_grad_norm)},
       {"data_order", "permutation of the training set drawn from (seed, epoch) by xoshiro256**"},
       {"input_noise", cfg.training.input_noise.describe()},
@@ -281,7 +325,7 @@ namespace {
 // Loads the weights and, with `state`, the optimizer's state and the
 // training position; every check passes before the model or `opt` changes.
 CheckpointMeta load(const std::string& path, Model& model, Optimizer* opt, const Config* cfg,
-                    TrainState* state, int train_size) {
+                    TrainState* state, int train_size, int ranks) {
   SafetensorsFile f = SafetensorsFile::read(path);
   CheckpointMeta meta{f.metadata()};
   ParamStore& ps = model.params();
@@ -315,8 +359,17 @@ CheckpointMeta load(const std::string& path, Model& model, Optimizer* opt, const
     };
     const TrainingConfig& tc = cfg->training;
     must_match(rm.seed == tc.seed, "training.seed", meta.get("seed"), std::to_string(tc.seed));
-    must_match(rm.batch_size == tc.batch_size, "training.batch_size", meta.get("batch_size"),
-               std::to_string(tc.batch_size));
+    // The samples of a step must stay: the position is in such steps, and
+    // the schedule counts them. The ranks, the batch and the micro-batches
+    // may change as long as their product does not.
+    if (rm.batch_size != step_batch(tc, ranks))
+      throw ConfigError(str(
+          "cannot resume from ", path, ": its steps took ", rm.batch_size, " samples (",
+          step_batch_parts(rm.ranks, rm.rank_batch_size, rm.grad_accumulation),
+          ") but this run's take ", step_batch(tc, ranks), " (",
+          step_batch_parts(ranks, tc.batch_size, tc.grad_accumulation),
+          "); keep the product, e.g. with --batch or --set training.grad_accumulation=K, or start "
+          "a new run from its weights with --init ", path));
     must_match(rm.shuffle == tc.shuffle, "training.shuffle", meta.get("shuffle"),
                tc.shuffle ? "true" : "false");
     must_match(rm.train_size == train_size, "a training set of size", meta.get("train_size"),
@@ -338,9 +391,9 @@ CheckpointMeta load(const std::string& path, Model& model, Optimizer* opt, const
                             rm.momentum ? "on" : "off", " but this run has ", oc.key("momentum"),
                             " ", oc.momentum, "; use --init ", path, " instead"));
     }
-    must_match(rm.schedule == schedule_identity(tc, train_size), "the schedule",
+    must_match(rm.schedule == schedule_identity(tc, train_size, ranks), "the schedule",
                printable(rm.schedule),
-               str(schedule_identity(tc, train_size),
+               str(schedule_identity(tc, train_size, ranks),
                    " (training.schedule; a cosine spans the run's epochs unless total_steps is "
                    "given)"));
   }
@@ -381,12 +434,12 @@ CheckpointMeta load(const std::string& path, Model& model, Optimizer* opt, const
 }  // namespace
 
 CheckpointMeta load_checkpoint(const std::string& path, Model& model) {
-  return load(path, model, nullptr, nullptr, nullptr, -1);
+  return load(path, model, nullptr, nullptr, nullptr, -1, 1);
 }
 
 CheckpointMeta load_checkpoint(const std::string& path, Model& model, Optimizer& opt,
-                               const Config& cfg, TrainState& state, int train_size) {
-  return load(path, model, &opt, &cfg, &state, train_size);
+                               const Config& cfg, TrainState& state, int train_size, int ranks) {
+  return load(path, model, &opt, &cfg, &state, train_size, ranks);
 }
 
 }  // namespace hpmc

@@ -13,7 +13,11 @@
 // a checkpoint trained in bf16 loads, evaluates and resumes in any precision.
 // Metadata (strings): format, hpmc version, config name, impl, precision
 // (for reading, as impl: neither is checked on --resume), seed,
-// batch size, training-set size, input noise and augmentation (their
+// batch size (the samples of one step: ranks × training.batch_size ×
+// training.grad_accumulation, which is training.batch_size for one process
+// without accumulation, as it always was; ranks, rank_batch_size and
+// grad_accumulation give the factors, and epoch_samples the position in the
+// epoch in samples), training-set size, input noise and augmentation (their
 // describe(), data/augment.h), epoch, step, global step, the epoch's
 // partial loss sums as exact hex floats, and the optimizer (optimizer: its
 // type; optimizer_state: its state buffers, "momentum", "m,v" or "";
@@ -41,9 +45,9 @@ struct CheckpointMeta {
 };
 
 // Write crash-safely (temp file, fsync, rename). `opt` must have taken
-// state.global_step steps.
+// state.global_step steps; `ranks` ranks trained it (data parallel).
 void save_checkpoint(const std::string& path, const Model& model, const Optimizer& opt,
-                     const Config& cfg, const TrainState& state, int train_size);
+                     const Config& cfg, const TrainState& state, int train_size, int ranks = 1);
 
 // Load the weights into `model`, checking that every parameter is present
 // with its shape (the first mismatch is named with both shapes).
@@ -51,14 +55,17 @@ CheckpointMeta load_checkpoint(const std::string& path, Model& model);
 
 // The same, and restore the optimizer's state and step count and the
 // training position, checking that the run can continue exactly: the same
-// seed, batch, data size, optimizer type (and for sgd, momentum on or off),
-// schedule, input noise and augmentation (ConfigError naming the setting), every metadata field well
+// seed, samples per step (over `ranks` ranks: the ranks, batch size and
+// grad_accumulation may change where their product stays), data size,
+// optimizer type (and for sgd, momentum on or off), schedule, input noise
+// and augmentation (ConfigError naming the setting), every metadata field well
 // formed, in its range and consistent with the others (DataError naming the
 // file and the field), all before the model or the optimizer changes. The
 // optimizer's hyperparameters (learning rate, momentum, betas, eps, weight
 // decay) and the clipping may differ from the checkpoint's, as --lr always
 // could.
 CheckpointMeta load_checkpoint(const std::string& path, Model& model, Optimizer& opt,
-                               const Config& cfg, TrainState& state, int train_size);
+                               const Config& cfg, TrainState& state, int train_size,
+                               int ranks = 1);
 
 }  // namespace hpmc

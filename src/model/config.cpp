@@ -525,6 +525,7 @@ Config read_document(YAML::Node root, ConfigSource src, const std::string& defau
     auto& tr = cfg.training;
     tr.epochs = t.get_int("epochs", tr.epochs, 1, 1000000);
     tr.batch_size = t.get_int("batch_size", tr.batch_size, 1, 1 << 20);
+    tr.grad_accumulation = t.get_int("grad_accumulation", tr.grad_accumulation, 1, 1 << 16);
     read_optim_config(t, src, tr.optimizer, tr.schedule, tr.clip_grad_norm);
     tr.seed = t.get_u64("seed", tr.seed);
     tr.shuffle = t.get_bool("shuffle", tr.shuffle);

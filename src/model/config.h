@@ -96,7 +96,10 @@ struct DataConfig {
 
 struct TrainingConfig {
   int epochs = 1;
-  int batch_size = 64;
+  int batch_size = 64;  // samples per rank and micro-batch
+  // Micro-batches whose gradients are summed before each update: an update
+  // takes ranks × batch_size × grad_accumulation samples (model/trainer.h)
+  int grad_accumulation = 1;
   // training.optimizer (or the flat lr / momentum / weight_decay: sgd),
   // training.schedule, training.clip_grad_norm (0: off): optim/optim_config.h
   OptimizerConfig optimizer;

@@ -62,6 +62,10 @@ std::string fused_optimizer_refusal(const TrainingConfig& cfg) {
 std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
                                const Dataset& train) {
   if (!cfg.fuse) return "training.fuse is false";
+  if (cfg.grad_accumulation > 1)
+    return str("training.grad_accumulation is ", cfg.grad_accumulation,
+               ": the gradients of several micro-batches are summed before the update, and the "
+               "fused kernel updates each layer as soon as its gradient is done");
   if (cfg.input_noise.active())
     return str("training.input_noise is ", cfg.input_noise.describe(),
                " (the fused step trains on the clean batch)");

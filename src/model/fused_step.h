@@ -7,8 +7,11 @@
 // mnist_mlp kind: optional leading flatten layers, then 2 to 8 linear layers
 // with a bias, a relu between each two and none after the last, softmax
 // cross-entropy on at most 32 classes, every training label in range, uint8
-// training images, training.precision fp32, and neither training.input_noise
-// nor data.augment (the kernel gathers its own batch). Anything else trains layer by layer, as does every model with
+// training images, training.precision fp32, neither training.input_noise
+// nor data.augment (the kernel gathers its own batch), training.grad_accumulation
+// 1 and one rank (the kernel updates each layer as soon as its gradient is
+// done, with no point between to sum gradients: choose_step_strategy checks
+// the ranks). Anything else trains layer by layer, as does every model with
 // training.fuse: false; fused_step_refusal says why. The kernel's update is
 // SGD (momentum, weight decay, the schedule's learning rate passed per step);
 // Adam, AdamW, Nesterov momentum and gradient clipping train layer by layer

@@ -176,12 +176,13 @@ void Model::find_first_trained() {
     }
 }
 
-void Model::set_mode(bool training, int64_t step) {
+void Model::set_mode(bool training, int64_t step, int64_t first) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     LayerMode m;
     m.training = training;
     m.seed = seed_;
     m.step = step;
+    m.first = first;
     m.stream = config_index_[i];  // the config's index: CPU and GPU draw alike, fused or not
     layers_[i]->set_mode(m);
   }

@@ -117,9 +117,10 @@ class Model {
   Tensor& output_grad() { return dout_; }
 
   // Train or evaluate (LayerMode): batch statistics and dropout in training;
-  // `step` is the global step, from which dropout draws its masks. Built
-  // models evaluate until told otherwise.
-  void set_mode(bool training, int64_t step);
+  // `step` is the global step, from which dropout draws its masks, and
+  // `first` the position of the batch's first sample in the step's whole
+  // batch (LayerMode::first). Built models evaluate until told otherwise.
+  void set_mode(bool training, int64_t step, int64_t first = 0);
   bool training() const { return training_; }
 
   // Time every layer's forward and backward into `p` (null: off).

@@ -45,11 +45,15 @@ StepChoice step_choice_from_env() {
 std::unique_ptr<StepStrategy> choose_step_strategy(Model& model, Optimizer& opt,
                                                    const TrainingConfig& cfg,
                                                    const BatchFeeder& feed,
-                                                   LayerStepFn layer_step) {
+                                                   LayerStepFn layer_step, int ranks) {
   const StepChoice choice = step_choice_from_env();
   std::string refusal = choice == StepChoice::kLayers
                             ? "HPMC_STEP=layers"
                             : fused_step_refusal(model, cfg, feed.data());
+  if (refusal.empty() && ranks > 1)
+    refusal = str("data parallel over ", ranks, " ranks: their gradients are all-reduced between "
+                  "the backward pass and the update, and the fused kernel updates each layer as "
+                  "soon as its gradient is done");
   if (refusal.empty() && choice == StepChoice::kAuto)
     refusal = fused_step_cost_refusal(model, feed.max_batch());
   if (refusal.empty()) return std::make_unique<FusedStep>(model, opt, cfg, feed.max_batch());

@@ -54,12 +54,13 @@ StepChoice step_choice_from_env();
 // augment, forward, loss, backward, update (Trainer::train_layers).
 using LayerStepFn = std::function<void(BatchFeeder& feed, int begin, int n, Tensor& acc)>;
 
-// The strategy for training `model` with `opt` on the feeder's data: the
-// fused step where it fits, else layer by layer through `layer_step` (with
-// the reason).
+// The strategy for training `model` with `opt` on the feeder's data over
+// `ranks` data-parallel ranks: the fused step where it fits (one rank only:
+// the gradients of several must be all-reduced between the backward pass and
+// the update), else layer by layer through `layer_step` (with the reason).
 std::unique_ptr<StepStrategy> choose_step_strategy(Model& model, Optimizer& opt,
                                                    const TrainingConfig& cfg,
                                                    const BatchFeeder& feed,
-                                                   LayerStepFn layer_step);
+                                                   LayerStepFn layer_step, int ranks = 1);
 
 }  // namespace hpmc

@@ -8,6 +8,31 @@
 // run with a DivergedError. On the GPU the loss is accumulated on the device
 // and read back only at progress updates (about every 1% of an epoch), at
 // checkpoints and at the end of the epoch; NaN is detected at those reads.
+//
+// Data parallelism and gradient accumulation. A step (one optimizer update)
+// takes G = ranks × training.batch_size × training.grad_accumulation
+// consecutive samples of the epoch's order (fewer in the last step). Every
+// rank draws the same order; the step's g samples are split as evenly as
+// possible into ranks × K parts (shard_of), and rank r's k-th micro-batch is
+// part k·ranks + r (K = grad_accumulation). Each micro-batch runs forward,
+// loss and backward, its loss gradient weighted by its share of the step's
+// samples (count / g), so that the summed gradients are those of the mean
+// loss over all g samples, whatever the split; the ranks then sum their
+// gradients (an all-reduce, dist/communicator.h) and each applies the same
+// update. N ranks at batch B, or K micro-batches of B, thus train like one
+// process at batch N·K·B, to float32 rounding (the sums are ordered
+// differently), with these exceptions: batch norm normalises each
+// micro-batch by its own statistics (and its running statistics are rank
+// 0's: they are broadcast to every rank before each evaluation, as PyTorch's
+// DistributedDataParallel broadcasts buffers); dropout, input noise and
+// augmentation draw from each sample's position in the whole step's batch
+// (LayerMode::first), so they match the single process exactly. A rank whose
+// part is empty still joins the all-reduce. Steps count updates: the
+// schedule, checkpoint_every, log_every and the global step all count them.
+// The fused MLP step declines under either (it updates each layer as soon as
+// its gradient is done). The loss and accuracy sums are added over the ranks
+// whenever they are read, the test set is evaluated in shards, one per rank,
+// and the weights are checked to be identical on every rank after each epoch.
 #pragma once
 
 #include <functional>
@@ -17,6 +42,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "dist/communicator.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "optim/clip.h"
@@ -51,6 +77,14 @@ struct EpochResult {
 // The order in which epoch `epoch` (0-based) visits n samples.
 std::vector<int32_t> epoch_order(int n, uint64_t seed, int epoch, bool shuffle);
 
+// Part `slot` of `samples` split into `slots` parts as evenly as possible:
+// the first samples % slots parts hold one sample more. begin is relative to
+// the first sample.
+struct Shard {
+  int begin = 0, count = 0;
+};
+Shard shard_of(int samples, int slots, int slot);
+
 class BatchFeeder;
 class StepStrategy;
 
@@ -59,6 +93,9 @@ EvalResult evaluate(Model& model, const Dataset& data, int batch_size);
 // The same through a feeder that already holds the data on the model's
 // device (the trainer keeps one, so the test set is uploaded once per run).
 EvalResult evaluate(Model& model, BatchFeeder& feed, int batch_size);
+// The same over the ranks of `comm`: each evaluates its contiguous share of
+// the samples and the sums are added, so every rank gets the whole result.
+EvalResult evaluate(Model& model, BatchFeeder& feed, int batch_size, dist::Communicator& comm);
 
 // Where training stands: enough, with the weights and the optimizer's state,
 // to continue exactly (a checkpoint stores all of it).
@@ -77,8 +114,9 @@ class Trainer {
 
   // Builds the optimizer (optim/optimizer.h: fresh state, no steps taken),
   // the schedule and the gradient clipping cfg asks for, over the model's
-  // parameter store.
-  Trainer(Model& model, const TrainingConfig& cfg);
+  // parameter store. `comm` is the ranks the model is trained over (the
+  // process's world: one rank without mpirun).
+  Trainer(Model& model, const TrainingConfig& cfg, dist::Communicator& comm = dist::world());
   ~Trainer();
 
   // The optimizer: its state and step count are what a checkpoint saves and
@@ -114,7 +152,11 @@ class Trainer {
     TrainState fresh;
     return fit(train, test, out, fresh);
   }
+  // Samples per step (update) over all ranks: ranks × batch_size ×
+  // grad_accumulation, at most the training set's size.
+  int step_samples(int train_size) const;
   int steps_per_epoch(int train_size) const;
+  dist::Communicator& comm() { return comm_; }
 
   // One step on a prepared batch: training mode (Model::set_mode) at the
   // trainer's global step, zero grads, forward, loss, backward, gradient
@@ -127,7 +169,9 @@ class Trainer {
 
   // One step on order[begin, begin + n) of the feeder, by the step strategy
   // chosen for its data (model/step_strategy.h): the fused kernel of
-  // model/fused_step.h where the model fits it, else train_layers().
+  // model/fused_step.h where the model fits it, else train_layers(). With
+  // several ranks or micro-batches, [begin, begin + n) is the whole step's
+  // batch, of which this rank trains its parts (see the top of this file).
   void train_batch(BatchFeeder& feed, int begin, int n, Tensor& acc);
   // How train_batch() trains on this feeder's data: "fused: ..." or
   // "layer by layer: <why not fused>" (StepStrategy::describe).
@@ -147,12 +191,28 @@ class Trainer {
   std::function<bool(TrainState&)> on_step_;
   Profiler* profiler_ = nullptr;
   Tensor acc_;  // the loss accumulator of the epoch in progress, on the model's device
+  dist::Communicator& comm_;
   // The step strategy, chosen once per feeder (its data decides, too).
   void prepare_strategy(const BatchFeeder& feed);
-  // The layer-by-layer step: gather, data.augment (the batch is flipped and
+  // The layer-by-layer step on the step's batch order[begin, begin + n):
+  // for each of this rank's micro-batches, gather, data.augment (flipped and
   // cropped as drawn for this step; an autoencoder's target is the augmented
-  // image) and step().
+  // image) and accumulate(); then update().
   void train_layers(BatchFeeder& feed, int begin, int n, Tensor& acc);
+  // Forward, loss and backward of one micro-batch at step `s` whose first
+  // sample is at position `first` of the step's batch, its loss gradient
+  // multiplied by `weight` (its share of the step's samples); adds its
+  // gradients to the gradient buffer and its loss to acc.
+  void accumulate(const Tensor& x, const Tensor& target, Tensor& acc, int64_t s, int64_t first,
+                  double weight);
+  // The gradients summed over the ranks, clipped, and the optimizer's update.
+  void update();
+  // Rank 0's layer buffers (batch norm's running statistics) to every rank.
+  void broadcast_buffers();
+  // Stops with a RuntimeError where this rank's position or weights differ
+  // from rank 0's (`when`: "at the start", "after epoch 3").
+  void check_ranks_agree(const TrainState& state, int n, const std::string& when);
+  bool stop_wanted_ = false;  // a stop asked for on this rank, for the next vote
   const BatchFeeder* strategy_feed_ = nullptr;
   std::unique_ptr<StepStrategy> strategy_;
   int n_train_ = 0;

@@ -1,5 +1,5 @@
 // dropout.cpp — DropoutCPU: in training, dropout_ops.h with the mode's
-// counters (seed, stream, step); in eval, a copy.
+// counters (seed, stream, step, and the batch's first sample); in eval, a copy.
 #include "layers/cpu/dropout.h"
 
 #include <cstring>
@@ -15,7 +15,7 @@ void DropoutCPU::forward_impl(const Tensor& x, Tensor& y) {
     return;
   }
   dropout_forward(x.data<float>(), y.data<float>(), x.numel(), p_, m.seed, uint64_t(m.stream),
-                  uint64_t(m.step));
+                  uint64_t(m.step), uint64_t(m.first) * x.shape().per_sample());
 }
 
 void DropoutCPU::backward_impl(const Tensor& /*x*/, const Tensor& /*y*/, const Tensor& dy,
@@ -27,7 +27,7 @@ void DropoutCPU::backward_impl(const Tensor& /*x*/, const Tensor& /*y*/, const T
     return;
   }
   dropout_backward(dy.data<float>(), dx->data<float>(), dy.numel(), p_, m.seed,
-                   uint64_t(m.stream), uint64_t(m.step));
+                   uint64_t(m.stream), uint64_t(m.step), uint64_t(m.first) * dy.shape().per_sample());
 }
 
 HPMC_REGISTER_CPU(Dropout)

@@ -21,7 +21,7 @@ void run(const LayerMode& m, double p, const Tensor& in, Tensor& out) {
   }
   dropout_apply(in.data<float>(), out.data<float>(), n,
                 make_dropout_mask(p, m.seed, uint64_t(m.stream), uint64_t(m.step)),
-                dropout_scale<float>(p));
+                dropout_scale<float>(p), uint64_t(m.first) * in.shape().per_sample());
 }
 
 }  // namespace

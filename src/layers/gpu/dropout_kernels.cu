@@ -10,23 +10,31 @@ namespace hpmc::gpu {
 
 namespace {
 
+// Indices [base, base + n): Philox blocks base/4 .. (base + n + 3)/4 − 1.
 __global__ void dropout_kernel(const float* __restrict__ in, float* __restrict__ out, size_t n,
-                               DropoutMask mask, float scale) {
-  const size_t blocks = (n + 3) / 4;
+                               DropoutMask mask, float scale, uint64_t base) {
+  const uint64_t first = base / 4;
+  const size_t blocks = size_t((base + n + 3) / 4 - first);
   const size_t stride = size_t(gridDim.x) * blockDim.x;
-  for (size_t b = size_t(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks; b += stride) {
+  for (size_t k = size_t(blockIdx.x) * blockDim.x + threadIdx.x; k < blocks; k += stride) {
+    const uint64_t b = first + k;
     const unsigned bits = mask.keep4(b);
-    const size_t i0 = 4 * b;
-    const size_t i1 = i0 + 4 < n ? i0 + 4 : n;
-    for (size_t i = i0; i < i1; ++i) out[i] = (bits >> (i - i0)) & 1u ? in[i] * scale : 0.0f;
+    const uint64_t g0 = 4 * b < base ? base : 4 * b;
+    const uint64_t g1 = 4 * b + 4 < base + n ? 4 * b + 4 : base + n;
+    for (uint64_t g = g0; g < g1; ++g) {
+      const size_t i = size_t(g - base);
+      out[i] = (bits >> (g - 4 * b)) & 1u ? in[i] * scale : 0.0f;
+    }
   }
 }
 
 }  // namespace
 
-void dropout_apply(const float* in, float* out, size_t n, const DropoutMask& mask, float scale) {
+void dropout_apply(const float* in, float* out, size_t n, const DropoutMask& mask, float scale,
+                   uint64_t base) {
   if (n == 0) return;
-  dropout_kernel<<<grid_for((n + 3) / 4), kBlock>>>(in, out, n, mask, scale);
+  dropout_kernel<<<grid_for((base + n + 3) / 4 - base / 4), kBlock>>>(in, out, n, mask, scale,
+                                                                      base);
   HPMC_CUDA_LAUNCH_CHECK("dropout kernel");
 }
 

@@ -15,6 +15,8 @@
 
 namespace hpmc::gpu {
 
-void dropout_apply(const float* in, float* out, size_t n, const DropoutMask& mask, float scale);
+// Element i is drawn as index base + i (a shard of a larger batch).
+void dropout_apply(const float* in, float* out, size_t n, const DropoutMask& mask, float scale,
+                   uint64_t base = 0);
 
 }  // namespace hpmc::gpu

@@ -33,14 +33,17 @@ void gather_batch(const float* images, const int32_t* labels, size_t sample_elem
 
 // The training-time input transforms of data/augment_ops.h on device arrays
 // (the checked front doors are in data/augment.h). augment_batch: y = the
-// flip/crop of the n samples of c×h×w in x (x and y must not overlap).
+// flip/crop of the n samples of c×h×w in x (x and y must not overlap), sample
+// i drawn as batch position first + i.
 void augment_batch(const float* x, float* y, int n, int c, int h, int w, bool hflip, int pad,
-                   uint64_t key, uint64_t step);
-// y[t] = fma(std, z(t), x[t]) for t < count (x == y allowed).
+                   uint64_t key, uint64_t step, uint64_t first);
+// y[t] = fma(std, z(base + t), x[t]) for t < count (x == y allowed).
 void gaussian_noise(const float* x, float* y, size_t count, float std, uint64_t key,
-                    uint64_t step);
-// y[t] = x[t], or 0 where the draw falls below `threshold` (x == y allowed).
+                    uint64_t step, uint64_t base);
+// y[t] = x[t], or 0 where draw base + t falls below `threshold` (x == y allowed).
 void mask_noise(const float* x, float* y, size_t count, uint64_t threshold, uint64_t key,
-                uint64_t step);
+                uint64_t step, uint64_t base);
+// x[i] *= s for i < n (the trainer's loss-gradient weights, model/trainer.h).
+void scale(float* x, size_t n, float s);
 
 }  // namespace hpmc::gpu

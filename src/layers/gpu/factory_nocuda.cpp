@@ -28,15 +28,17 @@ void gather_batch(const uint8_t*, const int32_t*, size_t, const int32_t*, int, f
 void gather_batch(const float*, const int32_t*, size_t, const int32_t*, int, float*, int32_t*) {
   no_gpu("batch gathering on the GPU");
 }
-void augment_batch(const float*, float*, int, int, int, int, bool, int, uint64_t, uint64_t) {
+void augment_batch(const float*, float*, int, int, int, int, bool, int, uint64_t, uint64_t,
+                   uint64_t) {
   no_gpu("data.augment on the GPU");
 }
-void gaussian_noise(const float*, float*, size_t, float, uint64_t, uint64_t) {
+void gaussian_noise(const float*, float*, size_t, float, uint64_t, uint64_t, uint64_t) {
   no_gpu("training.input_noise on the GPU");
 }
-void mask_noise(const float*, float*, size_t, uint64_t, uint64_t, uint64_t) {
+void mask_noise(const float*, float*, size_t, uint64_t, uint64_t, uint64_t, uint64_t) {
   no_gpu("training.input_noise on the GPU");
 }
+void scale(float*, size_t, float) { no_gpu("scaling a gradient on the GPU"); }
 
 // The fused step is never chosen without a device; these keep the linker happy
 // and say why if something asks anyway.
