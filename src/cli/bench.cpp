@@ -138,8 +138,7 @@ class StepLoop {
  public:
   // `bs`: a micro-batch of one rank, at most.
   StepLoop(Model& model, Trainer& trainer, const Dataset& train, const TrainingConfig& t, int bs)
-      : model_(model),
-        trainer_(trainer),
+      : trainer_(trainer),
         train_(train),
         seed_(t.seed),
         shuffle_(t.shuffle),
@@ -174,7 +173,6 @@ class StepLoop {
   }
 
  private:
-  Model& model_;
   Trainer& trainer_;
   const Dataset& train_;
   uint64_t seed_;

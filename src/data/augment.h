@@ -85,6 +85,7 @@ void input_noise_cpu(const T* x, T* y, size_t count, const InputNoiseConfig& cfg
                      uint64_t step, uint64_t base = 0) {
   // Each value is independent: any thread count gives the same bits.
   const bool par = count >= 16384;
+  (void)par;  // read by the OpenMP pragmas only
   const uint64_t end = base + count;  // the values' indices are [base, end)
   if (cfg.type == InputNoiseConfig::Type::kMask) {
     const uint64_t threshold = drop_threshold(cfg.p);
