@@ -24,6 +24,20 @@
 // case bound γ_L·Σ|a_i b_i| (≈ 1e-4 relative) never comes near for random
 // signs; an indexing error, by contrast, is O(1) relative. GEMM cases use
 // L ≤ 1000. The bias sum runs in double and is rounded once.
+//
+// Tensor cores (GpuImplicitTc, training.precision tf32 and bf16): the same
+// checks under a ScopedPrecision, against references computed in double from
+// the operands rounded as the kernels round them (tf32: to nearest, ties away
+// from zero, 10 stored bits; bf16: to nearest even, 7 bits). The products of
+// rounded operands are exact, so what remains is the FP32 summation, checked
+// at 1e-4·‖ref‖∞: the tensor cores align the addends of each k-step to the
+// largest and truncate, an error of either sign but not zero-mean, ≤ 2^-23 of
+// the partial sum per k-step, ≈ 8e-6 relative over the longest reduction
+// here. A kernel that skipped the rounding is off by ≈ u·|ref| (u = 2^-11
+// for tf32): 5 times the tolerance at the worst of many outputs, and far
+// more for bf16. The thin kernels (K ≤ 4) and the few-input-channel weight
+// gradient keep FP32 products in every precision (conv2d_implicit_gemm.cu);
+// their references are not rounded.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -34,7 +48,9 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/bf16.h"
 #include "core/error.h"
+#include "core/precision.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "act_testing.h"
@@ -53,13 +69,59 @@ namespace imp = gpu::implicit;
 using namespace hpmc::testing;  // dev_array.h
 
 
-// ‖got − ref‖∞ ≤ 1e-5·max(‖ref‖∞, 1e-30), every element finite.
+// The precision the checks below run the kernels in (a TensorCores scope sets
+// it), and the operand rounding of their references.
+Precision g_products = Precision::kFp32;
+
+class TensorCores {
+ public:
+  explicit TensorCores(Precision p) : scope_(p), saved_(g_products) { g_products = p; }
+  ~TensorCores() { g_products = saved_; }
+
+ private:
+  ScopedPrecision scope_;
+  Precision saved_;
+};
+
+// v as the tensor cores read it in g_products (itself in fp32).
+float operand(float v) {
+  switch (g_products) {
+    case Precision::kFp32: return v;
+    case Precision::kBf16: return round_bf16(v);
+    case Precision::kTf32: {  // cvt.rna.tf32.f32: 13 bits dropped, ties away from zero
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & ~0x1fffu;
+      std::memcpy(&v, &u, 4);
+      return v;
+    }
+  }
+  return v;
+}
+std::vector<float> operands(const std::vector<float>& v, bool rounded = true) {
+  if (!rounded || g_products == Precision::kFp32) return v;
+  std::vector<float> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = std::isnan(v[i]) ? v[i] : operand(v[i]);
+  return r;
+}
+
+// Whether a pass of conv2d_* runs on the GEMM engine (and so, in tf32 and
+// bf16, on tensor cores) rather than on the thin kernels, which keep FP32.
+bool on_gemm(const Conv2dShape& s, bool weight_grad) {
+  using namespace gpu::implicit_detail;
+  if (choose_thin(s.K, s.R, s.S, s.stride, s.pad, s.W, true) != ThinPath::kNone) return false;
+  return !(weight_grad && thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad));
+}
+
+// ‖got − ref‖∞ ≤ tol·max(‖ref‖∞, 1e-30), every element finite; tol = 1e-5 in
+// fp32, 1e-4 on tensor cores (the header says why).
 ::testing::AssertionResult matches(const std::vector<float>& got, const std::vector<double>& ref) {
   if (got.size() != ref.size())
     return ::testing::AssertionFailure() << "size " << got.size() << " vs " << ref.size();
   double rmax = 0;
   for (double r : ref) rmax = std::max(rmax, std::fabs(r));
-  const double tol = 1e-5 * std::max(rmax, 1e-30);
+  const double rel = g_products == Precision::kFp32 ? 1e-5 : 1e-4;
+  const double tol = rel * std::max(rmax, 1e-30);
   double worst = -1;
   size_t at = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -72,7 +134,8 @@ using namespace hpmc::testing;  // dev_array.h
   if (worst > tol)
     return ::testing::AssertionFailure()
            << "max |gpu - ref| = " << worst << " at element " << at << " (gpu " << got[at]
-           << ", ref " << ref[at] << ") exceeds 1e-5·‖ref‖∞ = " << tol << " of " << got.size();
+           << ", ref " << ref[at] << ") exceeds " << rel << "·‖ref‖∞ = " << tol << " of "
+           << got.size() << " (" << precision_name(g_products) << ")";
   return ::testing::AssertionSuccess();
 }
 
@@ -238,7 +301,10 @@ void check_conv(const ConvCase& cc, uint64_t seed, bool bias = true, size_t misa
   y.upload(std::vector<float>(dy.size(), kNaN), kGuard);
   imp::conv2d_forward(s, dx_in->ptr(), dw_in->ptr(), bias ? db_in->ptr() : nullptr, y.ptr());
   finish("implicit conv2d_forward");
-  EXPECT_TRUE(matches(y.payload(), ref_forward(s, x, w, bias ? &b : nullptr))) << "forward";
+  const bool tc = on_gemm(s, false), tc_dw = on_gemm(s, true);
+  EXPECT_TRUE(matches(y.payload(), ref_forward(s, operands(x, tc), operands(w, tc),
+                                               bias ? &b : nullptr)))
+      << "forward";
   EXPECT_TRUE(y.guards_intact(kGuard)) << "forward";
 
   // forward with an activation in the epilogue (the ReLU and every other kind,
@@ -267,7 +333,8 @@ void check_conv(const ConvCase& cc, uint64_t seed, bool bias = true, size_t misa
   dx.upload(std::vector<float>(x.size(), kNaN), kGuard);
   imp::conv2d_backward_data(s, ddy_in->ptr(), dw_in->ptr(), dx.ptr());
   finish("implicit conv2d_backward_data");
-  EXPECT_TRUE(matches(dx.payload(), ref_backward_data(s, dy, w))) << "backward_data";
+  EXPECT_TRUE(matches(dx.payload(), ref_backward_data(s, operands(dy, tc), operands(w, tc))))
+      << "backward_data";
   EXPECT_TRUE(dx.guards_intact(kGuard)) << "backward_data";
 
   // backward_params: dw += ..., db += ...
@@ -276,7 +343,7 @@ void check_conv(const ConvCase& cc, uint64_t seed, bool bias = true, size_t misa
   db.upload(db0, kGuard);
   imp::conv2d_backward_params(s, dx_in->ptr(), ddy_in->ptr(), dw.ptr(), bias ? db.ptr() : nullptr);
   finish("implicit conv2d_backward_params");
-  std::vector<double> want_dw = ref_weight_grad(s, x, dy);
+  std::vector<double> want_dw = ref_weight_grad(s, operands(x, tc_dw), operands(dy, tc_dw));
   for (size_t i = 0; i < want_dw.size(); ++i) want_dw[i] += dw0[i];
   EXPECT_TRUE(matches(dw.payload(), want_dw)) << "backward_params dw";
   EXPECT_TRUE(dw.guards_intact(kGuard)) << "backward_params dw";
@@ -325,7 +392,7 @@ void check_gemm(bool ta, bool tb, int m, int n, int k, bool accumulate, uint64_t
   imp::gemm(ta, tb, m, n, k, da->ptr(), lda, dbm->ptr(), ldb, dc.ptr(), ldc, accumulate);
   finish("implicit gemm");
 
-  const std::vector<double> prod = ref_gemm(ta, tb, m, n, k, a, lda, b, ldb);
+  const std::vector<double> prod = ref_gemm(ta, tb, m, n, k, operands(a), lda, operands(b), ldb);
   const std::vector<float> got_all = dc.payload();
   std::vector<float> got(size_t(m) * n);
   std::vector<double> want(size_t(m) * n);
@@ -722,9 +789,11 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0,
        ddy_in = input(dy, misalign);
   const std::vector<float> slopes = random_floats(size_t(s.K), rng);  // prelu's, per channel
   auto slopes_in = input(slopes);
-  const std::vector<double> want_y = ref_forward(s, x, w, &b);
-  const std::vector<double> want_dx = ref_backward_data(s, dy, w);
-  std::vector<double> want_dw = ref_weight_grad(s, x, dy);
+  // The GEMM path in every pass: tensor cores in tf32 and bf16.
+  const std::vector<float> xr = operands(x), wr = operands(w), dyr = operands(dy);
+  const std::vector<double> want_y = ref_forward(s, xr, wr, &b);
+  const std::vector<double> want_dx = ref_backward_data(s, dyr, wr);
+  std::vector<double> want_dw = ref_weight_grad(s, xr, dyr);
   for (size_t i = 0; i < want_dw.size(); ++i) want_dw[i] += dw0[i];
   std::vector<double> want_db = ref_bias_grad(s, dy);  // added to db = b
   for (size_t i = 0; i < want_db.size(); ++i) want_db[i] += b[i];
@@ -867,6 +936,121 @@ TEST(GpuImplicitPlanned, PlansAreChecked) {
   EXPECT_EQ(p.tps, 2);
   EXPECT_EQ(p.splits, 3);
 }
+
+// ---- tensor cores: training.precision tf32 and bf16 (implicit_gemm_tc.cuh) ----------------
+//
+// The checks above in each tensor-core precision (the header says how the
+// references round): every tile's stand-in with split-K and both GEMM_K
+// orders, the wide tiles' shapes, the automatic plans on odd sizes (batch 1,
+// 1, 3 and 5 channels, strides, 5×5, 1×1), the CIFAR autoencoder's layers
+// (their thin passes stay FP32), no bias and misaligned arrays, identical
+// bits on a second run, and the plain GEMM with every transpose, padding and
+// the large products (gemm_tc.h).
+class GpuImplicitTc : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(GpuImplicitTc, EveryTileSplitAndOrder) {
+  HPMC_REQUIRE_GPU();
+  const TensorCores tc(GetParam());
+  uint64_t seed = 17000;
+  for (const ConvCase& cc : std::vector<ConvCase>{
+           {2, 16, 9, 11, 24, 3, 3, 1, 1},
+           {1, 8, 7, 5, 12, 5, 5, 1, 2},
+           {2, 24, 10, 9, 16, 3, 3, 2, 1},
+           {3, 32, 6, 6, 40, 1, 1, 1, 0},
+           {2, 8, 12, 12, 136, 3, 3, 1, 1},
+           {1, 5, 6, 7, 9, 3, 3, 1, 1},
+           {1, 128, 11, 9, 64, 3, 3, 2, 1},
+       })
+    check_planned(cc, seed++);
+  check_planned({2, 16, 9, 11, 24, 3, 3, 1, 1}, seed++, /*misalign=*/1);
+  using gpu::implicit_detail::Tile;
+  check_planned({2, 128, 13, 11, 200, 3, 3, 1, 1}, seed++, 0, {Tile::kWN, Tile::kWM, Tile::kWQ});
+}
+
+// Small, for compute-sanitizer (scripts/gpu-check sanitize): every tile's
+// stand-in on one or a few blocks, split and not, both orders, the bias column.
+TEST_P(GpuImplicitTc, SmallPlans) {
+  HPMC_REQUIRE_GPU();
+  const TensorCores tc(GetParam());
+  check_planned({1, 16, 5, 6, 12, 3, 3, 1, 1}, 17050);
+  check_planned({1, 5, 9, 7, 20, 3, 3, 1, 1}, 17051);
+  check_gemm(false, true, 37, 45, 29, true, 17052, 3, 5, 3);
+}
+
+TEST_P(GpuImplicitTc, AutomaticPlansOnOddShapes) {
+  HPMC_REQUIRE_GPU();
+  const TensorCores tc(GetParam());
+  check_convs({{1, 1, 1, 1, 1, 1, 1, 1, 0},
+               {2, 5, 11, 13, 7, 3, 3, 2, 2},
+               {3, 2, 8, 8, 9, 4, 4, 2, 2},
+               {2, 16, 7, 9, 33, 1, 1, 1, 0},
+               {3, 130, 5, 5, 20, 1, 1, 1, 0},
+               {2, 3, 12, 12, 10, 5, 5, 1, 2},
+               {1, 32, 16, 16, 64, 3, 3, 1, 1},
+               {1, 3, 32, 32, 16, 3, 3, 1, 1},
+               {4, 3, 61, 67, 250, 3, 3, 1, 1},
+               {1, 32, 121, 121, 256, 3, 3, 1, 1}},
+              17100);
+  check_convs({{2, 3, 32, 32, 256, 3, 3, 1, 1},
+               {2, 256, 16, 16, 128, 3, 3, 1, 1},
+               {2, 128, 8, 8, 128, 3, 3, 1, 1},
+               {2, 128, 16, 16, 256, 3, 3, 1, 1},
+               {2, 256, 32, 32, 3, 3, 3, 1, 1}},
+              17200);
+  check_conv({2, 5, 8, 8, 12, 3, 3, 1, 1}, 17300, /*bias=*/false);
+  check_conv({2, 4, 10, 12, 130, 3, 3, 1, 1}, 17301, /*bias=*/true, /*misalign=*/1);
+  expect_deterministic({2, 256, 16, 16, 128, 3, 3, 1, 1}, 17302, "tensor-core conv2d");
+  expect_deterministic({2, 60, 23, 23, 250, 3, 3, 1, 1}, 17303, "tensor-core conv2d");
+}
+
+TEST_P(GpuImplicitTc, Gemm) {
+  HPMC_REQUIRE_GPU();
+  const TensorCores tc(GetParam());
+  uint64_t seed = 17400;
+  for (const Mnk& s : kGemmSizes)
+    for (int t = 0; t < 4; ++t)
+      for (int acc = 0; acc < 2; ++acc) check_gemm(t & 1, t & 2, s.m, s.n, s.k, acc, seed++);
+  for (int t = 0; t < 4; ++t) check_gemm(t & 1, t & 2, 2000, 1100, 37, t == 3, seed++);
+  for (int t = 0; t < 4; ++t)
+    check_gemm(t & 1, t & 2, 130, 70, 19, t & 1, seed++, 3, 5, 3);  // odd leading dimensions
+  check_gemm(false, true, 70, 68, 21, true, seed++, 0, 0, 0, /*misalign=*/1);
+  // Past the large-product rule (gemm_large.h): the tensor-core engine, gemm_tc.h.
+  check_gemm(false, true, 600, 520, 515, false, seed++);
+  check_gemm(true, false, 520, 600, 515, true, seed++);
+}
+
+// The FP32 path is bit for bit the same with and without a scope (fp32 is
+// the default), and a tensor-core precision changes the bits.
+TEST_P(GpuImplicitTc, Fp32ScopeChangesNothing) {
+  HPMC_REQUIRE_GPU();
+  const ConvCase cc{2, 16, 9, 11, 24, 3, 3, 1, 1};
+  const Conv2dShape s = cc.shape();
+  Rng rng(17500);
+  const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
+  const std::vector<float> w = random_floats(s.weight_count(), rng);
+  auto dx_in = input(x), dw_in = input(w);
+  std::vector<float> out[3];
+  for (int run = 0; run < 3; ++run) {
+    std::unique_ptr<ScopedPrecision> scope;
+    if (run == 1) scope = std::make_unique<ScopedPrecision>(Precision::kFp32);
+    if (run == 2) scope = std::make_unique<ScopedPrecision>(GetParam());
+    DevArray y(size_t(s.N) * s.out_sample());
+    y.upload(std::vector<float>(y.size(), kNaN), kGuard);
+    imp::conv2d_forward(s, dx_in->ptr(), dw_in->ptr(), nullptr, y.ptr());
+    finish("conv2d_forward (scopes)");
+    out[run] = y.payload();
+  }
+  EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4));
+  EXPECT_NE(0, std::memcmp(out[0].data(), out[2].data(), out[0].size() * 4))
+      << "the tensor-core precision changed no bit: its kernels did not run";
+  EXPECT_EQ(current_precision(), Precision::kFp32);
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, GpuImplicitTc,
+                         ::testing::Values(Precision::kTf32, Precision::kBf16),
+                         [](const ::testing::TestParamInfo<Precision>& i) {
+                           return std::string(precision_name(i.param));
+                         });
 
 // ---- thin convolutions: K ≤ 4 output channels (conv2d_thin.cu) ------------------------------
 //

@@ -7,7 +7,8 @@
 // CPU). A step is Trainer::step on a batch from a BatchFeeder: gather,
 // forward, loss, backward and SGD, as in `hpmc run`. The report gives the
 // median (min, max) of ms/step, images/s, the epoch-equivalent time and the
-// achieved FLOP/s against the device's peak in the model's precision (FP32;
+// achieved FLOP/s against the device's peak in the model's precision (FP32
+// lanes; on the GPU in tf32 and bf16 the dense tensor-core rate, core/device.h;
 // on the CPU in bf16, the measured rate of AVX512_BF16 dot products), then a
 // per-region table from one more run under the Profiler, and a last line for
 // scripts:
@@ -211,17 +212,30 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
   const Precision prec = model.precision();
   const bool bf16 = prec == Precision::kBf16;
 
-  // The device and its peak in the model's precision (the FP32 peak for fp32;
-  // precision_refusal keeps the GPU at fp32 in this build).
+  // The device and its peak in the model's precision: FP32 lanes for fp32,
+  // the dense tensor-core rate for tf32 and bf16 (0 where the device's is not
+  // known: no fraction is shown then).
   std::string device;
   double peak = 0;
   std::string peak_line;
   if (on_gpu) {
     gpu::DevicePeak d = gpu::device_peak();
     device = str("GPU ", d.name);
-    peak = d.fp32_flops;
-    peak_line = str("GPU FP32 peak: ", d.sms, " SMs x ", d.fp32_lanes_per_sm, " FP32 lanes x 2 x ",
-                    fmt("%.3f", d.clock_ghz), " GHz = ", fmt("%.1f", peak / 1e12), " TFLOP/s");
+    if (prec == Precision::kFp32) {
+      peak = d.fp32_flops;
+      peak_line = str("GPU FP32 peak: ", d.sms, " SMs x ", d.fp32_lanes_per_sm,
+                      " FP32 lanes x 2 x ", fmt("%.3f", d.clock_ghz), " GHz = ",
+                      fmt("%.1f", peak / 1e12), " TFLOP/s");
+    } else {
+      const bool b = prec == Precision::kBf16;
+      const int per = b ? d.bf16_per_sm_clock : d.tf32_per_sm_clock;
+      peak = b ? d.bf16_flops : d.tf32_flops;
+      peak_line = per > 0 ? str("GPU ", b ? "BF16" : "TF32", " tensor-core peak (dense): ", d.sms,
+                                " SMs x ", per, " FLOP/clock x ", fmt("%.3f", d.clock_ghz),
+                                " GHz = ", fmt("%.1f", peak / 1e12), " TFLOP/s")
+                          : str("GPU ", b ? "BF16" : "TF32", " tensor-core peak: not known for ",
+                                d.name, " (no fraction shown)");
+    }
   } else {
     int cores = threads;
     unsigned hw = std::thread::hardware_concurrency();
@@ -317,7 +331,9 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
   out << line;
   if (peak > 0) {
     std::snprintf(line, sizeof line, "  %-20s %11.1f%%   (%.1f%% .. %.1f%%)%s\n",
-                  bf16 ? "of BF16 peak" : "of FP32 peak",
+                  prec == Precision::kBf16   ? "of BF16 peak"
+                  : prec == Precision::kTf32 ? "of TF32 peak"
+                                             : "of FP32 peak",
                   100 * rate(m.median) / peak, 100 * rate(m.max) / peak, 100 * rate(m.min) / peak,
                   on_gpu ? "" : bf16 ? " of the measured bf16 rate" : " of the measured FMA rate");
     out << line;

@@ -119,6 +119,10 @@ DevicePeak device_peak() {
   d.fp32_lanes_per_sm = half_rate ? 64 : 128;
   d.clock_ghz = khz * 1e-6;
   d.fp32_flops = double(d.sms) * d.fp32_lanes_per_sm * 2.0 * khz * 1e3;
+  if (p.major == 8 && p.minor == 0) d.tf32_per_sm_clock = 1024, d.bf16_per_sm_clock = 2048;
+  if (p.major == 9 && p.minor == 0) d.tf32_per_sm_clock = 2048, d.bf16_per_sm_clock = 4096;
+  d.tf32_flops = double(d.sms) * d.tf32_per_sm_clock * khz * 1e3;
+  d.bf16_flops = double(d.sms) * d.bf16_per_sm_clock * khz * 1e3;
   return d;
 }
 

@@ -29,12 +29,19 @@ void set_device(int index);
 // (a fused multiply-add is two FLOPs) × the peak clock (cudaDevAttrClockRate).
 // Lanes per SM come from the compute capability: 64 on 6.0, 7.x and 8.0,
 // 128 on the others (an H100 SXM: 132 × 128 × 2 × 1.98 GHz ≈ 67 TFLOP/s).
+// The dense tensor-core peaks (FP32 accumulation) count FLOPs per clock per
+// SM from the compute capability: 1024 tf32 / 2048 bf16 on 8.0 (A100), 2048 /
+// 4096 on 9.0 (H100: 132 × 4096 × 1.98 GHz ≈ 1070 TFLOP/s bf16 at the peak
+// clock; NVIDIA's 989 is at 1.83 GHz); 0 (unknown: no fraction is shown) on
+// the others, whose rates with FP32 accumulation differ by product.
 struct DevicePeak {
   std::string name;
   int sms = 0;
   int fp32_lanes_per_sm = 0;
   double clock_ghz = 0;
   double fp32_flops = 0;  // FLOP/s
+  int tf32_per_sm_clock = 0, bf16_per_sm_clock = 0;  // dense tensor-core FLOPs
+  double tf32_flops = 0, bf16_flops = 0;              // FLOP/s; 0 where unknown
 };
 DevicePeak device_peak();
 

@@ -1,4 +1,5 @@
-// precision.cpp — names of the precisions (precision.h).
+// precision.cpp — names of the precisions and the calling thread's current one
+// (precision.h).
 #include "core/precision.h"
 
 #include "core/error.h"
@@ -18,5 +19,14 @@ Precision parse_precision(const std::string& s) {
     if (s == n[i]) return Precision(i);
   throw UsageError(str("unknown precision '", s, "'; choose one of: fp32, tf32, bf16"));
 }
+
+namespace {
+thread_local Precision t_current = Precision::kFp32;
+}  // namespace
+
+Precision current_precision() { return t_current; }
+
+ScopedPrecision::ScopedPrecision(Precision p) : saved_(t_current) { t_current = p; }
+ScopedPrecision::~ScopedPrecision() { t_current = saved_; }
 
 }  // namespace hpmc

@@ -27,4 +27,24 @@ const char* precision_name(Precision p);
 // UsageError listing the choices for anything else.
 Precision parse_precision(const std::string& s);
 
+// The precision of the products the calling thread runs now. Layer::forward
+// and Layer::backward set it to the layer's precision() around the device
+// implementation (a ScopedPrecision), so that the GPU kernel families below
+// a layer (gpu::implicit::conv2d_*, gpu::implicit::gemm and the fused
+// layers built on them) pick their tensor-core kernels without a precision
+// argument in every call; outside any scope it is fp32. A thread-local
+// state, as PyTorch's autocast is.
+Precision current_precision();
+
+class ScopedPrecision {
+ public:
+  explicit ScopedPrecision(Precision p);
+  ~ScopedPrecision();
+  ScopedPrecision(const ScopedPrecision&) = delete;
+  ScopedPrecision& operator=(const ScopedPrecision&) = delete;
+
+ private:
+  Precision saved_;
+};
+
 }  // namespace hpmc

@@ -52,6 +52,7 @@ void Layer::forward(const Tensor& x, Tensor& y) {
   const int n = x.shape().n;
   check_tensor(x, in_.with_batch(n), "input");
   check_tensor(y, output_shape(in_.with_batch(n)), "output");
+  const ScopedPrecision products(precision_);
   forward_impl(x, y);
   if (device() == Device::kGPU) gpu::check_after(str("layer '", name_, "' (", type(), ") forward"));
 }
@@ -66,6 +67,7 @@ void Layer::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
   check_tensor(y, out, "output");
   check_tensor(dy, out, "output gradient");
   if (dx) check_tensor(*dx, in, "input gradient");
+  const ScopedPrecision products(precision_);
   backward_impl(x, y, dy, dx);
   if (device() == Device::kGPU) gpu::check_after(str("layer '", name_, "' (", type(), ") backward"));
 }

@@ -21,13 +21,6 @@ const char* impl_name(Impl i) { return impl_names().at(size_t(i)).c_str(); }
 
 Device impl_device(Impl i) { return i == Impl::kCpu ? Device::kCPU : Device::kGPU; }
 
-std::string gpu_precision_refusal(Impl impl, Precision p) {
-  if (impl != Impl::kIm2col || p == Precision::kFp32) return "";
-  return str("this build's GPU layers run fp32 only (tensor-core ", precision_name(p),
-             " kernels are not in it yet); use training.precision: fp32",
-             p == Precision::kBf16 ? ", or --impl cpu for bf16" : "");
-}
-
 std::string precision_refusal(Impl impl, Precision p) {
   if (p == Precision::kFp32) return "";
   switch (impl) {
@@ -38,7 +31,7 @@ std::string precision_refusal(Impl impl, Precision p) {
       return "naive and tiled are FP32 reference kernels; use --impl im2col or "
              "training.precision: fp32";
     case Impl::kIm2col:
-      return gpu_precision_refusal(impl, p);
+      return "";  // tensor-core kernels (layers/gpu/implicit_gemm_tc.cuh, gemm_tc.h)
   }
   return "";
 }

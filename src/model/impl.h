@@ -39,11 +39,10 @@ ImplChoice choose_impl(const std::string& s);  // UsageError listing the choices
 //   cpu     fp32, bf16 (tf32 is a tensor-core format)
 //   naive   fp32 (the FP32 reference kernels)
 //   tiled   fp32 (likewise)
-//   im2col  gpu_precision_refusal
+//   im2col  fp32, tf32, bf16 (tensor cores of compute capability 8.0 and up;
+//           an older GPU is refused when the first product runs)
 // Checked after `--impl auto` has resolved, before a model is built
 // (Model::build), for the run's impl and for each layer's own `impl`.
 std::string precision_refusal(Impl impl, Precision p);
-// The GPU layers' part (im2col): this build's GPU kernels run fp32 only.
-std::string gpu_precision_refusal(Impl impl, Precision p);
 
 }  // namespace hpmc

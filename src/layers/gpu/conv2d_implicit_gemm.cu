@@ -1,7 +1,9 @@
 // conv2d_implicit_gemm.cu — the "im2col" family (namespace hpmc::gpu::implicit):
 // Conv2D forward / backward as implicit GEMMs, and the plain GEMM of the
-// Linear layers, on one exact-FP32 engine (implicit_gemm_core.cuh): FFMA only,
-// no TF32, no tensor cores, no floating-point atomics.
+// Linear layers. In training.precision fp32 on exact-FP32 engines
+// (implicit_gemm_core.cuh, implicit_gemm_wide.cuh): FFMA only, no TF32, no
+// tensor cores, no floating-point atomics. In tf32 and bf16 on tensor cores
+// ("precision" below). Never floating-point atomics.
 //
 // ---- mappings (x NCHW, w KCRS, y NKPQ) ------------------------------------------
 // forward          GEMM_M = N·P·Q (m = (n,p,q)), GEMM_N = K, GEMM_K = C·R·S
@@ -124,10 +126,25 @@
 // multiply by a rounded sum where the unfolded pass adds two products; the
 // weight gradient adds the same products in another order).
 
+// ---- precision (core/precision.h: current_precision, set by the layer) ----------------
+// fp32        the engines above, bit for bit as they always were.
+// tf32, bf16  every GEMM-engine launch (the three passes, the upsample fold, the
+//             plain GEMM) runs its configuration's tensor-core stand-in (TcOf,
+//             implicit_conv_kernels.cuh; implicit_gemm_tc.cuh): the same tile,
+//             plan, loaders and epilogue, each operand rounded to tf32 or bf16 as
+//             it is read from shared memory, products summed in FP32 by mma.sync.
+//             Large plain products (gemm_large.h's rule) run on gemm_tc.h's engine.
+//             The thin kernels (K ≤ 4), the few-input-channel weight gradient and
+//             the thin fold keep FP32 products: they are memory-bound, and their
+//             results are the more accurate. Needs compute capability 8.0
+//             (check_tensor_cores refuses older GPUs with one line).
+// Inputs, outputs, bias and split-K sums stay FP32 in every precision.
+
 // ---- files -------------------------------------------------------------------------
 // implicit_gemm_core.cuh    the tiled, multi-stage, register-blocked main loop, the
 //                           async copies, the matrix loaders and the row-major epilogue
 // implicit_gemm_wide.cuh    the warp-tiled main loop with 8×16 thread tiles
+// implicit_gemm_tc.cuh      the tensor-core main loop (tf32, bf16)
 // implicit_conv_kernels.cuh the conv loaders and epilogue, and every __global__ kernel
 // implicit_upconv_kernels.cuh the upsample fold's loaders, epilogue and kernels
 // implicit_thin_input_kernels.cuh the few-input-channel weight gradient
@@ -149,10 +166,12 @@
 
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "core/precision.h"
 #include "layers/conv_shape.h"
 #include "layers/gpu/conv2d_kernels.h"
 #include "layers/gpu/conv2d_thin.h"
 #include "layers/gpu/gemm_large.h"
+#include "layers/gpu/gemm_tc.h"
 #include "layers/gpu/implicit_fastdiv.h"
 #include "layers/gpu/implicit_conv.h"
 #include "layers/gpu/implicit_conv_kernels.cuh"
@@ -324,16 +343,52 @@ MatOut make_mat_out(float* out, long long ld, long long split_stride, int M, int
   return e;
 }
 
-// Calls f with a value of the tile configuration's type: the classic tiles
-// (the plain GEMM's), or every tile (the convolutions').
+// training.precision tf32 and bf16 run on mma.sync, which needs compute
+// capability 8.0; checked once per device before the first such launch.
+void check_tensor_cores() {
+  static std::atomic<uint64_t> ok{0};  // bit d: device d has them
+  int dev = 0;
+  HPMC_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t(1) << dev : 0;
+  if (bit && (ok.load(std::memory_order_relaxed) & bit)) return;
+  int major = 0, minor = 0;
+  HPMC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  HPMC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  if (major < 8)
+    throw RuntimeError(str("training.precision ", precision_name(current_precision()),
+                           " needs tensor cores of compute capability 8.0 or newer; GPU ", dev,
+                           " is ", major, ".", minor, "; use training.precision: fp32"));
+  ok.fetch_or(bit, std::memory_order_relaxed);
+}
+
+// Calls f with a value of Cfg's type in fp32, else (current_precision(),
+// core/precision.h) of its tensor-core stand-in (TcOf, implicit_conv_kernels.cuh).
+template <class Cfg, class F>
+void with_precision(F&& f) {
+  switch (current_precision()) {
+    case Precision::kFp32: f(Cfg{}); return;
+    case Precision::kTf32:
+      check_tensor_cores();
+      f(typename TcOf<Cfg, OpTf32>::type{});
+      return;
+    case Precision::kBf16:
+      check_tensor_cores();
+      f(typename TcOf<Cfg, OpBf16>::type{});
+      return;
+  }
+  throw RuntimeError(str("implicit GEMM: unknown precision ", int(current_precision())));
+}
+
+// Calls f with a value of the tile configuration's type (with_precision): the
+// classic tiles (the plain GEMM's), or every tile (the convolutions').
 template <class F>
 void with_tile(Tile t, F&& f) {
   switch (t) {
-    case Tile::kL: f(CfgL{}); return;
-    case Tile::kM: f(CfgM{}); return;
-    case Tile::kS: f(CfgS{}); return;
-    case Tile::kThinN: f(CfgThinN{}); return;
-    case Tile::kThinM: f(CfgThinM{}); return;
+    case Tile::kL: with_precision<CfgL>(f); return;
+    case Tile::kM: with_precision<CfgM>(f); return;
+    case Tile::kS: with_precision<CfgS>(f); return;
+    case Tile::kThinN: with_precision<CfgThinN>(f); return;
+    case Tile::kThinM: with_precision<CfgThinM>(f); return;
     default: break;
   }
   throw RuntimeError("implicit GEMM: the wide tiles run convolutions only");
@@ -342,10 +397,10 @@ void with_tile(Tile t, F&& f) {
 template <class F>
 void with_conv_tile(Tile t, F&& f) {
   switch (t) {
-    case Tile::kWN: f(CfgWN{}); return;
-    case Tile::kWM: f(CfgWM{}); return;
-    case Tile::kWQ: f(CfgWQ{}); return;
-    case Tile::kWL: f(CfgWL{}); return;
+    case Tile::kWN: with_precision<CfgWN>(f); return;
+    case Tile::kWM: with_precision<CfgWM>(f); return;
+    case Tile::kWQ: with_precision<CfgWQ>(f); return;
+    case Tile::kWL: with_precision<CfgWL>(f); return;
     default: with_tile(t, f);
   }
 }
@@ -1112,8 +1167,20 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int l
                            " trans_b=", trans_b, ")"));
   if (m == 0 || n == 0 || (k == 0 && accumulate)) return;
   if (gemm_large::use_large(m, n, k)) {  // the shape rule, or HPMC_GEMM_LARGE (gemm_large.h)
-    gemm_large::gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
-    return;
+    // The large products in tf32 and bf16: the tensor-core engine (gemm_tc.h)
+    switch (current_precision()) {
+      case Precision::kFp32:
+        gemm_large::gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+        return;
+      case Precision::kTf32:
+        gemm_tc::gemm(gemm_tc::Operands::kTf32, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
+                      accumulate);
+        return;
+      case Precision::kBf16:
+        gemm_tc::gemm(gemm_tc::Operands::kBf16, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
+                      accumulate);
+        return;
+    }
   }
   const Tile t = pick_tile(m, n, 1);
   int splits = 1, tps = 1;

@@ -41,15 +41,7 @@
 
 #include "core/cuda_check.h"
 #include "core/error.h"
-
-// mma.sync with tf32 and bf16 operands, and cvt to tf32, need sm_80 and up;
-// the builds for older targets (CMAKE_CUDA_ARCHITECTURES 75 …) compile
-// kernels that trap, and gemm() refuses such devices before any launch.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#define HPMC_GEMM_TC_MMA 0
-#else
-#define HPMC_GEMM_TC_MMA 1
-#endif
+#include "layers/gpu/mma.cuh"
 
 namespace hpmc::gpu::gemm_tc {
 
@@ -61,49 +53,25 @@ constexpr int kWarpM = 64, kWarpN = 32;  // 8 warps as 2 (m) × 4 (n)
 constexpr int kMmaM = kWarpM / 16, kMmaN = kWarpN / 8;  // 4 × 4 mma tiles a warp
 constexpr int kTileWords = kBM * kRowWords;
 
+// The operand formats (mma.cuh): rounding and the instruction.
 struct Tf32 {
   static constexpr int KT = 16;  // k values per tile
-  __device__ __forceinline__ static uint32_t one(float x) {
-    uint32_t r = 0;
-#if HPMC_GEMM_TC_MMA
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-#endif
-    return r;
-  }
+  __device__ __forceinline__ static uint32_t one(float x) { return gpu::mma::tf32(x); }
   __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4],
                                              const uint32_t (&b)[2]) {
-#if HPMC_GEMM_TC_MMA
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-    __trap();  // gemm() refuses devices below compute capability 8.0
-#endif
+    gpu::mma::tf32_m16n8k8(d, a, b);
   }
 };
 
 struct Bf16 {
   static constexpr int KT = 32;
   __device__ __forceinline__ static uint32_t pair(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lower half) = lo
-    return *reinterpret_cast<const uint32_t*>(&v);
+    return gpu::mma::bf16x2(lo, hi);
   }
-  __device__ __forceinline__ static uint16_t half(float x) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-  }
+  __device__ __forceinline__ static uint16_t half(float x) { return gpu::mma::bf16(x); }
   __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4],
                                              const uint32_t (&b)[2]) {
-#if HPMC_GEMM_TC_MMA
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-    __trap();  // gemm() refuses devices below compute capability 8.0
-#endif
+    gpu::mma::bf16_m16n8k16(d, a, b);
   }
 };
 

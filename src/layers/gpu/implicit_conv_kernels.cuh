@@ -4,7 +4,9 @@
 // (split-K slices, split-K reductions, bias gradient), the weight re-layout of
 // the tap-major paths and the plain GEMM. Every GEMM kernel runs on the engine
 // of its tile configuration (run_tile: implicit_gemm_core.cuh or, for the wide
-// configurations, implicit_gemm_wide.cuh with dynamic shared memory). The
+// configurations, implicit_gemm_wide.cuh with dynamic shared memory; for
+// training.precision tf32 and bf16 the tensor-core configurations below,
+// implicit_gemm_tc.cuh). The
 // mappings, tiles and split-K scheme are described at the top of
 // conv2d_implicit_gemm.cu, which holds the host side and is the only includer.
 #pragma once
@@ -18,6 +20,7 @@
 #include "layers/gpu/epilogue_act.cuh"
 #include "layers/gpu/implicit_fastdiv.h"
 #include "layers/gpu/implicit_gemm_core.cuh"
+#include "layers/gpu/implicit_gemm_tc.cuh"
 #include "layers/gpu/implicit_gemm_wide.cuh"
 
 namespace hpmc::gpu::implicit_detail {
@@ -36,6 +39,47 @@ using CfgWN = WideCfg<128, 256, 2, 4, 1, 4, 4>;
 using CfgWM = WideCfg<256, 128, 4, 2, 1, 4, 4>;
 using CfgWQ = WideCfg<128, 128, 2, 2, 2, 4, 4>;
 using CfgWL = WideCfg<128, 128, 2, 4, 2, 4, 8>;
+
+// The tensor-core stand-in of each configuration (implicit_gemm_tc.cuh), in
+// operands Op: the same BM, BN and thread count, so that the plans and the
+// loaders are those of the FP32 configuration. TcCfg: BM, BN, warps along m
+// and n, blocks per SM, stages, operands; warp sub-tiles in the comments.
+template <class Cfg, class Op>
+struct TcOf;
+template <class Op>
+struct TcOf<CfgL, Op> {  // 64×32
+  using type = TcCfg<128, 128, 2, 4, 2, 4, Op>;
+};
+template <class Op>
+struct TcOf<CfgWL, Op> : TcOf<CfgL, Op> {};  // L's tile and threads
+template <class Op>
+struct TcOf<CfgM, Op> {  // 32×32
+  using type = TcCfg<128, 64, 4, 2, 2, 4, Op>;
+};
+template <class Op>
+struct TcOf<CfgS, Op> {  // 32×16
+  using type = TcCfg<64, 64, 2, 4, 2, 4, Op>;
+};
+template <class Op>
+struct TcOf<CfgThinN, Op> {  // 32×16
+  using type = TcCfg<128, 16, 4, 1, 4, 4, Op>;
+};
+template <class Op>
+struct TcOf<CfgThinM, Op> {  // 16×32
+  using type = TcCfg<16, 128, 1, 4, 4, 4, Op>;
+};
+template <class Op>
+struct TcOf<CfgWN, Op> {  // 64×64; 3 stages fit 48 KB of static shared memory
+  using type = TcCfg<128, 256, 2, 4, 1, 3, Op>;
+};
+template <class Op>
+struct TcOf<CfgWM, Op> {  // 64×64
+  using type = TcCfg<256, 128, 4, 2, 1, 3, Op>;
+};
+template <class Op>
+struct TcOf<CfgWQ, Op> {  // 64×64
+  using type = TcCfg<128, 128, 2, 2, 2, 4, Op>;
+};
 
 // Everything the conv loaders need, by value in the kernel's parameter space.
 struct ConvArgs {
@@ -495,13 +539,14 @@ __device__ __forceinline__ void slice_range(int ktiles, int tps, int& kt0, int& 
   kt1 = min(kt0 + tps, ktiles);
 }
 
-// The block's tile on the configuration's engine (implicit_gemm_core.cuh or
-// implicit_gemm_wide.cuh; a wide one runs with Cfg::kSmemBytes of dynamic
-// shared memory).
+// The block's tile on the configuration's engine (implicit_gemm_core.cuh,
+// implicit_gemm_tc.cuh, or implicit_gemm_wide.cuh: a wide one runs with
+// Cfg::kSmemBytes of dynamic shared memory).
 template <class Cfg, class AL, class BL, class Epi>
 __device__ __forceinline__ void run_tile(AL& al, BL& bl, int kt0, int kt1, const Epi& epi, int m0,
                                          int n0) {
-  if constexpr (Cfg::kWide) wide_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
+  if constexpr (Cfg::kTc) tc_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
+  else if constexpr (Cfg::kWide) wide_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
   else classic_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
 }
 

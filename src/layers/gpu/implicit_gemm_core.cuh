@@ -65,6 +65,7 @@ constexpr int kPad = 4;  // shared-memory row padding, in floats
 template <int BM_, int BN_, int TM_, int TN_, int MINB_, int STAGES_>
 struct TileCfg {
   static constexpr bool kWide = false;  // this engine (implicit_gemm_wide.cuh: true)
+  static constexpr bool kTc = false;    // implicit_gemm_tc.cuh: true
   static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, MINB = MINB_, STAGES = STAGES_;
   static constexpr int THR_M = BM / TM, THR_N = BN / TN, NT = THR_M * THR_N;
   static constexpr int GM = TM / 4, GN = TN / 4;
@@ -242,15 +243,13 @@ __device__ __forceinline__ void mma_stage(const float (*as)[Cfg::BM + kPad],
   }
 }
 
-// acc = Σ over k-tiles [kt0, kt1) of A-tile · B-tile; acc = 0 for an empty range.
-template <class Cfg, class AL, class BL>
-__device__ __forceinline__ void mainloop(AL& al, BL& bl, Smem<Cfg>& sm, int kt0, int kt1, int tm,
-                                         int tn, float (&acc)[Cfg::TM][Cfg::TN]) {
+// The pipeline over k-tiles [kt0, kt1): compute(stage) once per tile, in
+// order, with that tile's A and B in sm.a[stage], sm.b[stage]. Shared by this
+// engine (mainloop) and the tensor-core one (implicit_gemm_tc.cuh).
+template <class Cfg, class AL, class BL, class Compute>
+__device__ __forceinline__ void pipeline(AL& al, BL& bl, Smem<Cfg>& sm, int kt0, int kt1,
+                                         Compute&& compute) {
   constexpr int S = Cfg::STAGES;
-#pragma unroll
-  for (int i = 0; i < Cfg::TM; ++i)
-#pragma unroll
-    for (int j = 0; j < Cfg::TN; ++j) acc[i][j] = 0.f;
   const int nt = kt1 - kt0;
   if (nt <= 0) return;  // block-uniform
 
@@ -273,10 +272,22 @@ __device__ __forceinline__ void mainloop(AL& al, BL& bl, Smem<Cfg>& sm, int kt0,
       bl.issue(sm.b[wr]);
     }
     copy_commit();
-    mma_stage<Cfg>(sm.a[rd], sm.b[rd], tm, tn, acc);
+    compute(rd);
     rd = rd + 1 == S ? 0 : rd + 1;
     wr = wr + 1 == S ? 0 : wr + 1;
   }
+}
+
+// acc = Σ over k-tiles [kt0, kt1) of A-tile · B-tile; acc = 0 for an empty range.
+template <class Cfg, class AL, class BL>
+__device__ __forceinline__ void mainloop(AL& al, BL& bl, Smem<Cfg>& sm, int kt0, int kt1, int tm,
+                                         int tn, float (&acc)[Cfg::TM][Cfg::TN]) {
+#pragma unroll
+  for (int i = 0; i < Cfg::TM; ++i)
+#pragma unroll
+    for (int j = 0; j < Cfg::TN; ++j) acc[i][j] = 0.f;
+  pipeline<Cfg>(al, bl, sm, kt0, kt1,
+                [&](int rd) { mma_stage<Cfg>(sm.a[rd], sm.b[rd], tm, tn, acc); });
 }
 
 // Hand the accumulators to the epilogue in groups of four consecutive outputs

@@ -49,6 +49,7 @@ namespace hpmc::gpu::implicit_detail {
 template <int BM_, int BN_, int WGM_, int WGN_, int MINB_, int STAGES_, int KU_ = kBK>
 struct WideCfg {
   static constexpr bool kWide = true;
+  static constexpr bool kTc = false;
   static constexpr int BM = BM_, BN = BN_, WGM = WGM_, WGN = WGN_, MINB = MINB_,
                        STAGES = STAGES_, KU = KU_;
   static_assert(KU % 2 == 0 && kBK % KU == 0, "whole, even parts of the k-tile");
