@@ -359,5 +359,29 @@ TEST(SweepScript, QuickGridOnTheCpuBesidePyTorch) {
     EXPECT_NE(r.err.find("no chart"), std::string::npos) << r.err;
 }
 
+// bench/pytorch_reference.py on the CPU: bf16cl runs; the CUDA-graph modes
+// and an unknown mode are refused in one line before anything is timed.
+TEST(PyTorchReference, RunsBf16OnTheCpuAndRefusesGraphModesThere) {
+  const std::string py = python_with("torch");
+  if (py.empty()) GTEST_SKIP() << "python3 with PyTorch is not installed (python3-torch)";
+  const std::string ref = py + " bench/pytorch_reference.py --device cpu --model mnist_mlp "
+                               "--batch 8 --steps 2 --warmup 1 --repeats 1 --threads 1 --modes ";
+  Result r = run_in_source(ref + "fp32,bf16cl");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("pytorch mnist_mlp fp32     batch 8: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\npytorch mnist_mlp bf16cl   batch 8: "), std::string::npos) << r.out;
+  for (const char* mode : {"graph", "bf16clg"}) {
+    r = run_in_source(ref + "fp32," + mode);
+    EXPECT_EQ(r.code, 2) << mode;
+    EXPECT_EQ(r.err, std::string("pytorch_reference.py: error: --modes ") + mode +
+                         ": CUDA graphs need --device cuda (on --device cpu, time fp32 or bf16cl)\n");
+    EXPECT_EQ(r.out, "") << mode;  // refused before the fp32 mode ran
+  }
+  r = run_in_source(ref + "bf16");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "pytorch_reference.py: error: --modes bf16: unknown mode (known: fp32, "
+                   "default, bf16cl, graph, bf16clg)\n");
+}
+
 }  // namespace
 }  // namespace hpmc
