@@ -7,52 +7,60 @@ same model, batch and data shape, and prints the ratio table.
     python3 bench/compare.py --hpmc /path/to/hpmc --device cuda --json out.json
     # on the CPU (Debian: /usr/bin/python3 has python3-torch):
     /usr/bin/python3 bench/compare.py --hpmc build/hpmc --device cpu --threads 1,2
+    # hpmc in bf16 beside PyTorch's modes and its bf16 ones:
+    python3 bench/compare.py --hpmc /path/to/hpmc --device cuda --impls im2col --precision bf16
 
 Each figure is a median of several timed runs after a warm-up (see
 --steps/--repeats). The "epoch" column is the epoch-equivalent: the standard
 training-set size (50,000 CIFAR images, 60,000 MNIST) divided by images/s.
 Ratios are hpmc's epoch time over PyTorch's: below 1 means hpmc is faster.
 --json writes every number, the machine and the commands, for bench/plot.py.
+--precision fp32|tf32|bf16 is hpmc's (`hpmc bench --precision`); in bf16
+PyTorch also runs its bf16 autocast + channels-last mode, with the step in a
+CUDA graph on the GPU (bf16clg, the fair comparison), without one on the CPU.
+naive and tiled run fp32 only, and tf32 needs the GPU: those are refused in
+one line before anything runs.
 PyTorch is only a reference here; hpmc never imports it.
 """
 import argparse
 import json
 import os
-import re
 import sys
 
-from harness import ROOT, CommandFailed, machine, parse_hpmc_bench, run, write_atomic
+from harness import (PRECISIONS, ROOT, SHIPPED, CommandFailed, machine, parse_hpmc_bench,
+                     parse_pytorch_reference, precision_problem, run, write_atomic)
 
-# The configs' optimizer settings, for PyTorch to train the same way.
-MODELS = {
-    "cifar_ae": {"config": "configs/cifar_ae.yaml", "lr": 0.01, "momentum": 0.9},
-    "mnist_mlp": {"config": "configs/mnist_mlp.yaml", "lr": 0.03, "momentum": 0.0},
-}
-# (steps, repeats, warmup) per model and device.
-PLAN = {
-    ("cifar_ae", "cuda"): (50, 5, 10),
-    ("mnist_mlp", "cuda"): (300, 5, 30),
-    ("cifar_ae", "cpu"): (3, 3, 1),
-    ("mnist_mlp", "cpu"): (100, 5, 10),
-}
+MODELS = SHIPPED
 PT_MODES = {
     ("cifar_ae", "cuda"): "fp32,default,graph,bf16cl",
     ("mnist_mlp", "cuda"): "fp32,graph",
     ("cifar_ae", "cpu"): "fp32",
     ("mnist_mlp", "cpu"): "fp32",
 }
+# Added to PT_MODES when hpmc runs in bf16: PyTorch's bf16 beside it.
+PT_BF16_MODES = {"cuda": "bf16clg", "cpu": "bf16cl"}
 PT_NAMES = {
     "fp32": "PyTorch FP32 (TF32 off)",
     "default": "PyTorch defaults",
     "graph": "PyTorch, CUDA graph",
     "bf16cl": "PyTorch bf16 autocast, channels-last",
+    "bf16clg": "PyTorch bf16 autocast, channels-last, CUDA graph",
 }
 
 
+def pt_modes(model, device, precision):
+    """PyTorch's modes beside hpmc for a model, device and hpmc precision."""
+    modes = PT_MODES[(model, device)].split(",")
+    if precision == "bf16" and PT_BF16_MODES[device] not in modes:
+        modes.append(PT_BF16_MODES[device])
+    return ",".join(modes)
+
+
 def hpmc_bench(args, model, impl, threads):
-    steps, repeats, warmup = PLAN[(model, args.device)]
-    cmd = [args.hpmc, "bench", MODELS[model]["config"], "--impl", impl, "--steps", str(steps),
-           "--repeats", str(repeats), "--warmup", str(warmup)]
+    steps, repeats, warmup = MODELS[model]["plan"][args.device]
+    cmd = [args.hpmc, "bench", MODELS[model]["config"], "--impl", impl,
+           "--precision", args.precision, "--steps", str(steps), "--repeats", str(repeats),
+           "--warmup", str(warmup)]
     env = dict(os.environ)
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
@@ -61,41 +69,45 @@ def hpmc_bench(args, model, impl, threads):
         r = parse_hpmc_bench(out)
     except ValueError as e:
         raise SystemExit(f"compare.py: {e}")
+    if r["precision"] != args.precision:
+        raise SystemExit(f"compare.py: hpmc ran in {r['precision']}, not the --precision "
+                         f"{args.precision} asked for: {' '.join(cmd)}")
+    name = f"hpmc --impl {impl}" + (f" --precision {args.precision}"
+                                    if args.precision != "fp32" else "")
     return {
-        "who": "hpmc", "name": f"hpmc --impl {impl}", "impl": impl, "threads": threads,
+        "who": "hpmc", "name": name, "impl": impl, "precision": r["precision"], "threads": threads,
         "ms_per_step": r["ms_per_step"], "images_per_s": r["images_per_s"],
         "epoch_s": r["epoch_s"], "tflops": r["tflops"], "peak_frac": r["peak_frac"],
         "path": r["path"], "command": " ".join(cmd), "output": out,
     }
 
 
-PT_LINE = re.compile(r"pytorch (\S+) (\S+)\s+batch (\d+):\s+([\d.]+) ms/step\s+(\d+) img/s\s+"
-                     r"epoch-equivalent\s+([\d.]+) s")
-
-
 def pytorch_bench(args, model, threads):
-    steps, repeats, warmup = PLAN[(model, args.device)]
+    steps, repeats, warmup = MODELS[model]["plan"][args.device]
     m = MODELS[model]
     cmd = [args.python, os.path.join("bench", "pytorch_reference.py"), "--model", model,
-           "--device", args.device, "--modes", PT_MODES[(model, args.device)],
+           "--device", args.device, "--modes", pt_modes(model, args.device, args.precision),
            "--steps", str(steps), "--repeats", str(repeats), "--warmup", str(warmup),
            "--lr", str(m["lr"]), "--momentum", str(m["momentum"])]
     if threads:
         cmd += ["--threads", str(threads)]
     out = run(cmd)
     rows = []
-    for l in out.splitlines():
-        g = PT_LINE.search(l)
-        if g:
-            name = PT_NAMES.get(g.group(2), g.group(2))
-            if args.device == "cpu" and g.group(2) == "fp32":
-                name = "PyTorch FP32"  # TF32 is a GPU matter
-            rows.append({"who": "pytorch", "mode": g.group(2), "threads": threads, "name": name,
-                         "ms_per_step": float(g.group(4)), "images_per_s": float(g.group(5)),
-                         "epoch_s": float(g.group(6)), "command": " ".join(cmd), "line": l})
+    for g in parse_pytorch_reference(out):
+        name = PT_NAMES.get(g["mode"], g["mode"])
+        if args.device == "cpu" and g["mode"] == "fp32":
+            name = "PyTorch FP32"  # TF32 is a GPU matter
+        rows.append({"who": "pytorch", "mode": g["mode"], "threads": threads, "name": name,
+                     "ms_per_step": g["ms_per_step"], "images_per_s": g["images_per_s"],
+                     "epoch_s": g["epoch_s"], "command": " ".join(cmd), "line": g["line"]})
     if not rows:
         raise SystemExit("compare.py: no result lines in pytorch_reference.py's output")
     return rows
+
+
+def fail(msg):
+    print(f"compare.py: error: {msg}", file=sys.stderr)
+    sys.exit(2)
 
 
 def main():
@@ -108,13 +120,21 @@ def main():
                     help="hpmc impls (default: im2col on cuda, cpu on cpu)")
     ap.add_argument("--threads", default="",
                     help="CPU: comma-separated thread counts to run both frameworks with")
+    ap.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                    help="hpmc's training.precision (default fp32)")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     args.hpmc = os.path.abspath(args.hpmc)  # the commands run in the repository root
     impls = (args.impls or ("im2col" if args.device == "cuda" else "cpu")).split(",")
     thread_list = [int(t) for t in args.threads.split(",") if t] or [0]
+    for model in args.models.split(","):
+        if model not in MODELS:
+            fail(f"--models {model}: unknown model (known: {', '.join(MODELS)})")
+    why = precision_problem(args.precision, args.device, impls)
+    if why:
+        fail(f"--precision {args.precision}: {why}")
 
-    report = {"machine": machine(args.device), "results": {}}
+    report = {"machine": machine(args.device), "precision": args.precision, "results": {}}
     for model in args.models.split(","):
         rows = []
         for threads in thread_list:
@@ -129,7 +149,7 @@ def main():
         for r in pt:  # the best of each mode over thread counts
             if r["mode"] not in refs or r["epoch_s"] < refs[r["mode"]]["epoch_s"]:
                 refs[r["mode"]] = r
-        print(f"\n### {model} ({args.device})\n")
+        print(f"\n### {model} ({args.device}, hpmc in {args.precision})\n")
         cols = list(refs)
         head = "| run | threads | ms/step | images/s | epoch (s) | " + " | ".join(
             f"× {refs[c]['name']}" for c in cols) + " |"

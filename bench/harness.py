@@ -1,8 +1,10 @@
-"""What bench/compare.py and bench/sweep.py share: running a command from the
-repository root, reading the report of `hpmc bench`, describing the machine,
-and writing a result file whole or not at all.
+"""What bench/compare.py, bench/sweep.py and bench/precision.py share:
+running a command from the repository root, reading the reports of `hpmc
+bench` and of bench/pytorch_reference.py, checking a precision against the
+device and impls, describing the machine, and writing a result file whole or
+not at all.
 
-A library, not a script: the two import it from their own directory. It needs
+A library, not a script: they import it from their own directory. It needs
 python3 alone (PyTorch is asked only for its version, where it is there).
 """
 import datetime
@@ -14,6 +16,32 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The shipped configs, their optimizer settings (for PyTorch to train the same
+# way) and the timing plan per device: (steps, repeats, warm-up steps).
+SHIPPED = {
+    "cifar_ae": {"config": "configs/cifar_ae.yaml", "lr": 0.01, "momentum": 0.9,
+                 "plan": {"cuda": (50, 5, 10), "cpu": (3, 3, 1)}},
+    "mnist_mlp": {"config": "configs/mnist_mlp.yaml", "lr": 0.03, "momentum": 0.0,
+                  "plan": {"cuda": (300, 5, 30), "cpu": (100, 5, 10)}},
+}
+
+PRECISIONS = ("fp32", "tf32", "bf16")  # hpmc's training.precision
+
+
+def precision_problem(precision, device, impls):
+    """Why hpmc cannot run `precision` on `device` with every impl of
+    `impls` (a one-line reason), or None if it can. hpmc refuses these too,
+    but only once a point runs; the scripts refuse them before anything runs."""
+    if precision not in PRECISIONS:
+        return f"unknown precision '{precision}' (known: {', '.join(PRECISIONS)})"
+    if precision == "tf32" and device != "cuda":
+        return "tf32 is a tensor-core format: it needs --device cuda (hpmc refuses it on the CPU)"
+    fp32_only = [i for i in impls if i in ("naive", "tiled")]
+    if precision != "fp32" and fp32_only:
+        return (f"--impl {','.join(fp32_only)} runs fp32 only (the FP32 reference kernels); "
+                f"time {precision} with --impl im2col")
+    return None
 
 
 class CommandFailed(Exception):
@@ -67,6 +95,25 @@ def parse_hpmc_bench(out):
         "path": step[0].split("step:", 1)[1].strip() if step else "",
         "gflop_per_step": float(work.group(1)) if work else None,
     }
+
+
+# pytorch <model> <mode> batch <n>: <x> ms/step  <y> img/s  epoch-equivalent <z> s  (...)
+PT_LINE = re.compile(r"pytorch (\S+) (\S+)\s+batch (\d+):\s+([\d.]+) ms/step\s+(\d+) img/s\s+"
+                     r"epoch-equivalent\s+([\d.]+) s")
+
+
+def parse_pytorch_reference(out):
+    """bench/pytorch_reference.py's result lines, one dict per mode in the
+    order printed: model, mode, batch, ms_per_step, images_per_s, epoch_s and
+    the line itself."""
+    rows = []
+    for line in out.splitlines():
+        g = PT_LINE.search(line)
+        if g:
+            rows.append({"model": g.group(1), "mode": g.group(2), "batch": int(g.group(3)),
+                         "ms_per_step": float(g.group(4)), "images_per_s": float(g.group(5)),
+                         "epoch_s": float(g.group(6)), "line": line})
+    return rows
 
 
 def machine(device):

@@ -10,17 +10,22 @@ Modes (--modes, comma separated):
   default  PyTorch's defaults (cuDNN may use TF32 for convolutions)
   bf16cl   bf16 autocast with channels-last tensors
   graph    the default mode with the whole step captured in a CUDA graph
+  bf16clg  bf16 autocast with channels-last tensors, the whole step captured
+           in a CUDA graph: what a performance-minded PyTorch user runs, the
+           fair comparison for hpmc's `training.precision: bf16`
 Prints one line per mode: ms/step, images/s and epoch-equivalent seconds
 (50,000 images for CIFAR, 60,000 for MNIST). Models (--model): cifar_ae,
 fashion_ae and mnist_mlp, as in configs/. On the CPU, use --threads N to match
-hpmc's thread count (--modes fp32: the other modes are about GPUs). PyTorch is
-a reference here, never a dependency of hpmc.
+hpmc's thread count (--modes fp32, or bf16cl beside hpmc's bf16; graph and
+bf16clg need CUDA and are refused there). PyTorch is a reference here, never a
+dependency of hpmc.
 
 bench/sweep.py imports the model builders (mlp, conv_ae), training_step and
 time_steps to time the same models at other sizes.
 """
 import argparse
 import statistics
+import sys
 import time
 
 import torch
@@ -61,6 +66,11 @@ MODELS = {
 }
 
 
+MODES = ("fp32", "default", "bf16cl", "graph", "bf16clg")
+GRAPH_MODES = ("graph", "bf16clg")  # the step captured in a CUDA graph
+BF16_MODES = ("bf16cl", "bf16clg")  # bf16 autocast, channels-last tensors
+
+
 def sync(dev):
     if dev == "cuda":
         torch.cuda.synchronize()
@@ -69,14 +79,20 @@ def sync(dev):
 def training_step(build, shape, loss_kind, mode, batch, dev, lr, momentum):
     """A function run(i) that takes one training step (forward, MSE or
     cross-entropy, backward, SGD) of a fresh model from build() in `mode`
-    (see the modes above) on the i-th of 8 rotating random batches. In graph
-    mode the step is captured first (after 3 warm-up steps on a side stream)
-    and run(i) copies the batch in and replays it."""
+    (see the modes above) on the i-th of 8 rotating random batches. In the
+    graph modes the step is captured first (after 3 warm-up steps on a side
+    stream, under the same autocast and memory format as the step) and run(i)
+    copies the batch in and replays it."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode '{mode}' (known: {', '.join(MODES)})")
+    if mode in GRAPH_MODES and dev != "cuda":
+        raise RuntimeError(f"mode {mode}: CUDA graphs need --device cuda")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = mode != "fp32"
     torch.manual_seed(0)
     model = build().to(dev)
-    memory_format = torch.channels_last if mode == "bf16cl" else torch.contiguous_format
+    bf16 = mode in BF16_MODES
+    memory_format = torch.channels_last if bf16 else torch.contiguous_format
     model = model.to(memory_format=memory_format)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     # Several batches of random data (never zeros), rotated so caches do not flatter.
@@ -84,40 +100,47 @@ def training_step(build, shape, loss_kind, mode, batch, dev, lr, momentum):
           for _ in range(8)]
     ys = [torch.randint(0, 10, (batch,), device=dev) for _ in range(8)]
     lossf = nn.MSELoss() if loss_kind == "mse" else nn.CrossEntropyLoss()
+    # A captured step must cast the weights inside the graph, on every replay:
+    # autocast's cache of cast weights would otherwise carry casts made outside
+    # it. Each weight is used once a forward here, so the cache saves nothing.
+    cache = mode not in GRAPH_MODES
 
-    def step(i):
-        x, y = xs[i % 8], ys[i % 8]
-        opt.zero_grad(set_to_none=False)
-        with torch.autocast(dev, dtype=torch.bfloat16, enabled=(mode == "bf16cl")):
+    def forward_backward(x, y):
+        """Forward (under the mode's autocast), the loss in FP32, backward."""
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=bf16, cache_enabled=cache):
             out = model(x)
             loss = lossf(out.float(), x if loss_kind == "mse" else y)
         loss.backward()
+        return loss
+
+    def step(i):
+        opt.zero_grad(set_to_none=False)
+        loss = forward_backward(xs[i % 8], ys[i % 8])
         opt.step()
         return loss
 
-    if mode != "graph":
+    if mode not in GRAPH_MODES:
         return step
-    assert dev == "cuda", "CUDA graphs need --device cuda"
-    static_x = xs[0].clone()
+    static_x = xs[0].clone()  # keeps the memory format
     static_y = ys[0].clone()
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         for _ in range(3):  # warm up on a side stream, as the docs require
             opt.zero_grad(set_to_none=False)
-            out = model(static_x)
-            (lossf(out, static_x) if loss_kind == "mse" else lossf(out, static_y)).backward()
+            loss = forward_backward(static_x, static_y)
             opt.step()
-    # The last warm-up's output would keep its autograd graph, and with it the
+    # The last warm-up's loss would keep its autograd graph, and with it the
     # side stream's gradient-accumulation nodes, alive into the capture.
-    del out
+    del loss
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
-    opt.zero_grad(set_to_none=False)
+    # No gradients going in: the captured backward then writes them afresh on
+    # every replay (memory of the graph's own) instead of adding to the last
+    # replay's, which would train on the sum of every batch so far.
+    opt.zero_grad(set_to_none=True)
     with torch.cuda.graph(g):
-        out = model(static_x)
-        loss = lossf(out, static_x) if loss_kind == "mse" else lossf(out, static_y)
-        loss.backward()
+        forward_backward(static_x, static_y)
         opt.step()
 
     def replay(i):
@@ -158,6 +181,11 @@ def bench(args, mode):
           + (f", {torch.get_num_threads()} threads)" if dev == "cpu" else ")"), flush=True)
 
 
+def fail(msg):
+    print(f"pytorch_reference.py: error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="cifar_ae", choices=sorted(MODELS))
@@ -171,9 +199,16 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--modes", default="fp32,default")
     args = ap.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    for m in modes:
+        if m not in MODES:
+            fail(f"--modes {m}: unknown mode (known: {', '.join(MODES)})")
+        if m in GRAPH_MODES and args.device != "cuda":
+            fail(f"--modes {m}: CUDA graphs need --device cuda (on --device {args.device}, "
+                 "time fp32 or bf16cl)")
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    for mode in args.modes.split(","):
+    for mode in modes:
         bench(args, mode)
 
 

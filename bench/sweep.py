@@ -12,6 +12,8 @@ against the work of a step.
     python3 bench/sweep.py --list                       # the grid's points
     python3 bench/sweep.py --points 'mlp-4096x2-*,ae-x2-*' --hpmc ... --out ...
     python3 bench/plot.py sweep/sweep.json -o sweep.png   # the chart, later
+    python3 bench/sweep.py --hpmc build-gpu/hpmc --precision bf16 --out sweep-bf16
+    python3 bench/sweep.py --hpmc build-gpu/hpmc --precisions fp32,bf16 --quick --out sweep
 
 Points are named mlp-<width>x<hidden layers>-b<batch> (784 inputs, ReLU, 10
 classes, softmax cross-entropy, as configs/mnist_mlp.yaml) and
@@ -21,7 +23,8 @@ each point hpmc gets a generated config (in a temporary directory) and runs
 `hpmc bench CONFIG --impl im2col --batch B` on synthetic data of the format's
 shape; PyTorch runs the same model (bench/pytorch_reference.py) in each mode
 of --modes: FP32 with TF32 off, its defaults, and the default step captured
-in a CUDA graph. Both train with plain SGD at lr 0.001 (momentum 0.9 for the
+in a CUDA graph; in bf16 also bf16 autocast + channels-last with the step in
+a CUDA graph (bf16clg). Both train with plain SGD at lr 0.001 (momentum 0.9 for the
 autoencoders, as their config): a step's work does not depend on the rate,
 and a low one keeps every size from diverging on random data.
 
@@ -48,11 +51,20 @@ Outputs in --out: sweep.md (the table, the points that miss the targets and
 those not measured), sweep.json (every number, the plans, hpmc's reports, the
 machine and the command; rewritten after each point) and sweep.png (made
 with bench/plot.py where matplotlib is installed; else the command to make it
-later). The targets: hpmc at most 1.0x PyTorch FP32 at every point, and at
-most 0.5x PyTorch's CUDA-graph step where that step is under
---launch-bound-ms (PyTorch is launch-bound there).
+later). The targets depend on --precision, hpmc's training.precision (fp32,
+tf32 or bf16, passed to every `hpmc bench`):
+  fp32  hpmc at most 1.0x PyTorch FP32 at every point, and at most 0.5x
+        PyTorch's CUDA-graph step where that step is under --launch-bound-ms
+        (PyTorch is launch-bound there);
+  tf32  the same with PyTorch's defaults (cuDNN's TF32) in place of its FP32;
+  bf16  hpmc at most 0.8x PyTorch's bf16 + channels-last + CUDA-graph step
+        (bf16clg) at every point.
+--precisions fp32,bf16 runs the sweep once per precision (each with its own
+--budget-s) into --out/<precision>/ and writes --out/sweep.md with a section
+for each (also for one precision: --precisions fp32).
 """
 import argparse
+import copy
 import fnmatch
 import json
 import os
@@ -63,9 +75,23 @@ import sys
 import tempfile
 import time
 
-from harness import ROOT, CommandFailed, machine, parse_hpmc_bench, run, write_atomic
+from harness import (PRECISIONS, ROOT, CommandFailed, machine, parse_hpmc_bench,
+                     precision_problem, run, write_atomic)
 
-PT_NAMES = {"fp32": "PyTorch FP32", "default": "PyTorch defaults", "graph": "PyTorch CUDA graph"}
+PT_NAMES = {"fp32": "PyTorch FP32", "default": "PyTorch defaults", "graph": "PyTorch CUDA graph",
+            "bf16cl": "PyTorch bf16 + channels-last",
+            "bf16clg": "PyTorch bf16 + channels-last + graph"}
+GRAPH_MODES = ("graph", "bf16clg")
+# The targets of each precision: (PyTorch mode, hpmc's step at most this times
+# that mode's, only where that mode's step is launch-bound: under --launch-bound-ms).
+TARGETS = {
+    "fp32": (("fp32", 1.0, False), ("graph", 0.5, True)),
+    "tf32": (("default", 1.0, False), ("graph", 0.5, True)),
+    "bf16": (("bf16clg", 0.8, False),),
+}
+# PyTorch's modes by default on the GPU (on the CPU: fp32, and bf16cl in bf16).
+DEFAULT_MODES = {"fp32": "fp32,default,graph", "tf32": "fp32,default,graph",
+                 "bf16": "fp32,default,graph,bf16clg"}
 LR = 0.001
 AE_CHANNELS = (256, 128, 128, 256)  # configs/cifar_ae.yaml's conv1..conv4
 
@@ -294,9 +320,9 @@ def parse_variant(text):
 
 def time_hpmc(point, cfg_path, est_ms, args, env, extra=()):
     warm, steps = plan_for(est_ms, args)
-    cmd = [args.hpmc, "bench", cfg_path, "--impl", args.impl, "--batch", str(point["batch"]),
-           "--warmup", str(warm), "--steps", str(steps), "--repeats", str(args.repeats),
-           *extra]
+    cmd = [args.hpmc, "bench", cfg_path, "--impl", args.impl, "--precision", args.precision,
+           "--batch", str(point["batch"]), "--warmup", str(warm), "--steps", str(steps),
+           "--repeats", str(args.repeats), *extra]
     r = {"command": " ".join(cmd), "plan": {"warmup": warm, "steps": steps,
                                             "repeats": args.repeats}}
     try:
@@ -309,6 +335,11 @@ def time_hpmc(point, cfg_path, est_ms, args, env, extra=()):
         r.update(parse_hpmc_bench(out))
     except ValueError as e:
         r.update(error=str(e))
+    else:
+        if r["precision"] != args.precision:
+            r.update(error=f"hpmc ran in {r['precision']}, not the --precision {args.precision} "
+                           "asked for")
+            del r["ms_per_step"]  # not a time of this sweep's precision
     r["output"] = out
     return r
 
@@ -316,18 +347,34 @@ def time_hpmc(point, cfg_path, est_ms, args, env, extra=()):
 # ---------------------------------------------------------------- report
 
 def judge(p, args):
-    """Ratios and the targets' verdicts of a measured point (in place)."""
+    """Ratios and the verdicts of the precision's targets (TARGETS) of a
+    measured point (in place)."""
     h = p.get("hpmc", {}).get("ms_per_step")
     pt = {m: r["ms"] for m, r in p.get("pytorch", {}).items() if "ms" in r}
     p["ratios"] = {m: h / ms for m, ms in pt.items()} if h else {}
     misses = []
-    if h and "fp32" in pt and h > 1.0 * pt["fp32"]:
-        misses.append(f"{h / pt['fp32']:.2f}x PyTorch FP32 (target at most 1.0x)")
     p["launch_bound"] = "graph" in pt and pt["graph"] < args.launch_bound_ms
-    if h and p["launch_bound"] and h > 0.5 * pt["graph"]:
-        misses.append(f"{h / pt['graph']:.2f}x PyTorch's CUDA-graph step of {pt['graph']:.3g} ms, "
-                      f"which is under {args.launch_bound_ms:g} ms (target at most 0.5x)")
+    for mode, most, launch_bound_only in TARGETS[args.precision]:
+        if not h or mode not in pt or h <= most * pt[mode]:
+            continue
+        if not launch_bound_only:
+            misses.append(f"{h / pt[mode]:.2f}x {PT_NAMES[mode]} (target at most {most:.1f}x)")
+        elif pt[mode] < args.launch_bound_ms:
+            misses.append(f"{h / pt[mode]:.2f}x {PT_NAMES[mode]}'s step of {pt[mode]:.3g} ms, "
+                          f"which is under {args.launch_bound_ms:g} ms (target at most {most:.1f}x)")
     p["misses"] = misses
+
+
+def targets_text(precision, launch_bound_ms):
+    """The precision's targets in words, for the table's notes."""
+    parts = []
+    for mode, most, launch_bound_only in TARGETS[precision]:
+        if launch_bound_only:
+            parts.append(f"where {PT_NAMES[mode]}'s step is under {launch_bound_ms:g} ms, at most "
+                         f"{most:.1f}× that step")
+        else:
+            parts.append(f"hpmc at most {most:.1f}× {PT_NAMES[mode]} everywhere")
+    return f"Targets ({precision}): " + "; ".join(parts) + "."
 
 
 def short_step(path):
@@ -345,8 +392,8 @@ def markdown(report):
         first += f", PyTorch {m['torch']}"
     if args["threads"]:
         first += f", {args['threads']} thread{'s' if args['threads'] > 1 else ''}"
-    first += (f"; hpmc `--impl {args['impl']}`; medians of {args['repeats']} runs; "
-              f"`{report['command']}`")
+    first += (f"; hpmc `--impl {args['impl']} --precision {args['precision']}`; medians of "
+              f"{args['repeats']} runs; `{report['command']}`")
     lines = [first, ""]
     variants = [v["name"] for v in args.get("variants", [])]
     head = ["point", "GFLOP/step", "hpmc ms", "hpmc step", "hpmc % peak"]
@@ -375,21 +422,25 @@ def markdown(report):
         for md in modes:
             ratio = p.get("ratios", {}).get(md)
             cells.append(f"{ratio:.2f}" if ratio is not None else "-")
+        judged = {t[0] for t in TARGETS[args["precision"]]} & set(p.get("ratios", {}))
         cells.append("**missed**" if p.get("misses") else
-                     ("met" if "ms_per_step" in h and p.get("ratios") else "-"))
+                     ("met" if "ms_per_step" in h and judged else "-"))
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"Targets: hpmc at most 1.0× PyTorch FP32 everywhere; where PyTorch's CUDA-graph "
-                  f"step is under {args['launch_bound_ms']:g} ms, at most 0.5× that step. "
-                  "% peak: hpmc's FLOP/s (its count: with the upsample fold on the GPU, what "
-                  "runs) over the device's FP32 peak."]
+    lines += ["", targets_text(args["precision"], args["launch_bound_ms"]) +
+              " % peak: hpmc's FLOP/s (its count: with the upsample fold on the GPU, what "
+              f"runs) over the device's {args['precision']} peak."]
     for v in args.get("variants", []):
         how = [f"`{k}={val}`" for k, val in v["env"].items()]
         how += [f"`--set {a}`" for a in v.get("args", [])[1::2]]
         lines.append(f"hpmc {v['name']}: hpmc run with " + " ".join(how)
                      + " (not judged against the targets).")
     missed = [p for p in report["points"] if p.get("misses")]
+    judged = [t[0] for t in TARGETS[args["precision"]]]
     if not modes:
         lines += ["", "**No PyTorch mode was timed (--modes none): no target is judged.**"]
+    elif not set(judged) & set(modes):
+        lines += ["", f"**No target is judged: its PyTorch mode{'s' if len(judged) > 1 else ''} "
+                      f"({', '.join(judged)}) {'were' if len(judged) > 1 else 'was'} not timed.**"]
     else:
         lines += ["", f"**Points that miss the targets ({len(missed)}):**" if missed
                   else "**Every measured point meets the targets.**"]
@@ -454,7 +505,13 @@ def main():
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--impl", default=None, help="hpmc's --impl (default im2col on cuda, cpu on cpu)")
     ap.add_argument("--modes", default=None,
-                    help="PyTorch modes (default fp32,default,graph on cuda, fp32 on cpu)")
+                    help="PyTorch modes (default fp32,default,graph on cuda, and bf16clg in bf16; "
+                         "fp32 on cpu, and bf16cl in bf16)")
+    ap.add_argument("--precision", default=None, choices=PRECISIONS,
+                    help="hpmc's training.precision, and the targets judged (default fp32)")
+    ap.add_argument("--precisions", default=None, metavar="P,P...",
+                    help="one sweep per precision into --out/<precision>/; --out/sweep.md holds "
+                         "a section for each")
     ap.add_argument("--out", default="sweep-out", help="directory for sweep.md, .json and .png")
     ap.add_argument("--quick", action="store_true", help="a tiny grid: " + ", ".join(QUICK))
     ap.add_argument("--points", default="",
@@ -478,8 +535,22 @@ def main():
                          "config overrides (--set=KEY=VALUE); repeatable")
     args = ap.parse_args()
     args.impl = args.impl or ("im2col" if args.device == "cuda" else "cpu")
-    args.modes = [m for m in (args.modes or ("fp32,default,graph" if args.device == "cuda"
-                                             else "fp32")).split(",") if m and m != "none"]
+    if args.precision and args.precisions:
+        fail("give --precision or --precisions, not both")
+    precisions = [p for p in args.precisions.split(",") if p] if args.precisions else \
+        [args.precision or "fp32"]
+    if not precisions or len(set(precisions)) != len(precisions):
+        fail(f"--precisions {args.precisions}: give each precision once, e.g. fp32,bf16")
+    for p in precisions:
+        why = precision_problem(p, args.device, [args.impl])
+        if why:
+            fail(f"--precision{'s' if args.precisions else ''} {p}: {why}")
+    # The PyTorch modes of each precision: --modes for all, or the defaults.
+    modes_of = {}
+    for p in precisions:
+        default = DEFAULT_MODES[p] if args.device == "cuda" else \
+            ("fp32,bf16cl" if p == "bf16" else "fp32")
+        modes_of[p] = [m for m in (args.modes or default).split(",") if m and m != "none"]
     args.variants = [parse_variant(v) for v in args.variant]
     if len({v[0] for v in args.variants}) != len(args.variants):
         fail("--variant: two variants with one name")
@@ -488,11 +559,11 @@ def main():
     for name in ("repeats", "run_ms", "point_budget_s", "budget_s"):
         if getattr(args, name) <= 0:
             fail(f"--{name.replace('_', '-')} {getattr(args, name):g}: must be positive")
-    for m in args.modes:
+    for m in modes_of[precisions[0]]:  # --modes, when given, is every precision's
         if m not in PT_NAMES:
             fail(f"--modes: unknown mode '{m}' (known: {', '.join(PT_NAMES)})")
-    if "graph" in args.modes and args.device != "cuda":
-        fail("--modes graph needs --device cuda")
+        if m in GRAPH_MODES and args.device != "cuda":
+            fail(f"--modes {m} needs --device cuda (a CUDA graph)")
 
     full = grid()
     points = [p for p in full if p["id"] in QUICK] if args.quick else full
@@ -535,11 +606,33 @@ def main():
             fail("/proc/meminfo has no MemAvailable: give --memory-gb")
         limit, limit_from = avail[0] * 0.8, "80% of MemAvailable"
 
-    os.makedirs(args.out, exist_ok=True)
+    if not args.precisions:
+        args.precision, args.modes = precisions[0], modes_of[precisions[0]]
+        run_sweep(args, points, ref, env, limit, limit_from, args.out)
+        return
+    sections = [f"hpmc beside PyTorch in {', '.join(precisions)}, one sweep each "
+                f"(`{shlex.join([os.path.basename(sys.executable)] + sys.argv)}`); each "
+                "section's files are in the folder it names."]
+    for p in precisions:
+        one = argparse.Namespace(**{**vars(args), "precision": p, "modes": modes_of[p]})
+        out_dir = os.path.join(args.out, p)
+        md = run_sweep(one, copy.deepcopy(points), ref, env, limit, limit_from, out_dir)
+        sections += [f"## {p} ({p}/sweep.md, sweep.json)", md.rstrip("\n")]
+        write_atomic(os.path.join(args.out, "sweep.md"), "\n\n".join(sections) + "\n")
+    print(f"wrote {os.path.join(args.out, 'sweep.md')}: {', '.join(precisions)}")
+
+
+def run_sweep(args, points, ref, env, limit, limit_from, out_dir):
+    """One sweep of `points` in args.precision with args.modes into out_dir
+    (sweep.md, sweep.json, sweep.png); returns the table's markdown."""
+    os.makedirs(out_dir, exist_ok=True)
     report = {
         "machine": machine(args.device),
         "command": shlex.join([os.path.basename(sys.executable)] + sys.argv),
-        "settings": {"impl": args.impl, "modes": args.modes, "repeats": args.repeats,
+        "settings": {"impl": args.impl, "precision": args.precision, "modes": args.modes,
+                     "targets": [{"mode": m, "at_most": most, "launch_bound_only": lb}
+                                 for m, most, lb in TARGETS[args.precision]],
+                     "repeats": args.repeats,
                      "run_ms": args.run_ms, "point_budget_s": args.point_budget_s,
                      "budget_s": args.budget_s, "memory_limit_bytes": limit,
                      "memory_limit_from": limit_from, "launch_bound_ms": args.launch_bound_ms,
@@ -562,7 +655,7 @@ def main():
                 p["skipped"] = (f"skipped: needs about {p['memory_bytes'] / 1e9:.1f} GB, more than "
                                 f"the {limit / 1e9:.1f} GB allowed ({limit_from})")
                 print(f"[{i}/{len(todo)} {elapsed:5.0f} s] {p['id']}: {p['skipped']}", flush=True)
-                write_outputs(report, args.out, final=False)
+                write_outputs(report, out_dir, final=False)
                 continue
             cfg_path = os.path.join(tmp, p["model"] + ".yaml")
             if p["model"] not in report["configs"]:
@@ -590,12 +683,13 @@ def main():
                                          else "failed") for n, r in p.get("variants", {}).items())
                   + f"; PyTorch ms: {pts}" + (f"; {ratios}" if ratios else "")
                   + (" MISSED" if p["misses"] else ""), flush=True)
-            write_outputs(report, args.out, final=False)
+            write_outputs(report, out_dir, final=False)
     report["wall_s"] = time.perf_counter() - t_start
-    md = write_outputs(report, args.out, final=True)
+    md = write_outputs(report, out_dir, final=True)
     print("\n" + md)
-    print(f"wrote {os.path.join(args.out, 'sweep.md')} and sweep.json "
+    print(f"wrote {os.path.join(out_dir, 'sweep.md')} and sweep.json "
           f"({report['wall_s']:.0f} s)")
+    return md
 
 
 if __name__ == "__main__":

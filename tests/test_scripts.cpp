@@ -309,7 +309,7 @@ TEST(SweepScript, QuickGridOnTheCpuBesidePyTorch) {
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const std::string md = testing::slurp(t.file("sweep.md"));
   for (const char* s :
-       {", PyTorch ", ", 1 thread; hpmc `--impl cpu`; medians of 3 runs; `",
+       {", PyTorch ", ", 1 thread; hpmc `--impl cpu --precision fp32`; medians of 3 runs; `",
         "\n| point | GFLOP/step | hpmc ms | hpmc step | hpmc % peak | PyTorch FP32 ms | "
         "× PyTorch FP32 | targets |\n| --- | ---: | ---: | --- | ---: | ---: | ---: | --- |\n",
         "\n| mlp-128x1-b16 | 0.006545 | ", "\n| mlp-512x2-b64 | 0.2054 | ",
@@ -321,6 +321,7 @@ TEST(SweepScript, QuickGridOnTheCpuBesidePyTorch) {
 
   const JsonValue j = parse_json(testing::slurp(t.file("sweep.json")));
   EXPECT_EQ(member(member(j, "machine"), "device").text, "cpu");
+  EXPECT_EQ(member(member(j, "settings"), "precision").text, "fp32");
   EXPECT_NE(member(j, "command").text.find("bench/sweep.py --hpmc"), std::string::npos);
   EXPECT_NE(member(member(j, "configs"), "mlp-512x2").text.find("out_features: 512"),
             std::string::npos);
@@ -342,6 +343,8 @@ TEST(SweepScript, QuickGridOnTheCpuBesidePyTorch) {
     EXPECT_GT(hms, 0);
     EXPECT_GT(pms, 0);
     EXPECT_EQ(member(h, "impl").text, "cpu");
+    EXPECT_EQ(member(h, "precision").text, "fp32");
+    EXPECT_NE(member(h, "command").text.find(" --precision fp32 "), std::string::npos);
     EXPECT_EQ(number(h, "batch"), number(p, "batch"));
     EXPECT_NEAR(number(member(p, "ratios"), "fp32"), hms / pms, 1e-9 * hms / pms);
     // The sweep's own count of the work is hpmc's (printed to 4 digits).
@@ -357,6 +360,303 @@ TEST(SweepScript, QuickGridOnTheCpuBesidePyTorch) {
     EXPECT_TRUE(fs::exists(t.file("sweep.png"))) << r.err;
   else
     EXPECT_NE(r.err.find("no chart"), std::string::npos) << r.err;
+}
+
+// The precisions are checked before anything runs (no PyTorch or hpmc needed):
+// tf32 on the CPU, a precision with an FP32-only impl, --precision beside
+// --precisions, a precision twice and a CUDA-graph mode on the CPU are each
+// refused in one line, exit 2.
+TEST(SweepScript, RefusesWhatAPrecisionCannotRun) {
+  const std::string py = python_with("json");
+  if (py.empty()) GTEST_SKIP() << "no python3";
+  const std::string sweep = py + " bench/sweep.py --hpmc /nonexistent --quick --out /nonexistent ";
+  const std::pair<const char*, const char*> cases[] = {
+      {"--device cpu --precision tf32",
+       "sweep.py: error: --precision tf32: tf32 is a tensor-core format: it needs --device cuda "
+       "(hpmc refuses it on the CPU)\n"},
+      {"--device cpu --precisions fp32,tf32",
+       "sweep.py: error: --precisions tf32: tf32 is a tensor-core format: it needs --device cuda "
+       "(hpmc refuses it on the CPU)\n"},
+      {"--precision bf16 --impl tiled",
+       "sweep.py: error: --precision bf16: --impl tiled runs fp32 only (the FP32 reference "
+       "kernels); time bf16 with --impl im2col\n"},
+      {"--precision bf16 --precisions fp32,bf16",
+       "sweep.py: error: give --precision or --precisions, not both\n"},
+      {"--precisions bf16,bf16",
+       "sweep.py: error: --precisions bf16,bf16: give each precision once, e.g. fp32,bf16\n"},
+      {"--precisions fp32,fp16",
+       "sweep.py: error: --precisions fp16: unknown precision 'fp16' (known: fp32, tf32, bf16)\n"},
+      {"--device cpu --precision bf16 --modes fp32,bf16clg",
+       "sweep.py: error: --modes bf16clg needs --device cuda (a CUDA graph)\n"},
+  };
+  for (const auto& [flags, message] : cases) {
+    Result r = run_in_source(sweep + flags);
+    EXPECT_EQ(r.code, 2) << flags;
+    EXPECT_EQ(r.err, message) << flags;
+    EXPECT_EQ(r.out, "") << flags;
+  }
+}
+
+// bench/sweep.py --precisions fp32,bf16 on the CPU: one sweep per precision
+// into its folder, hpmc run in each (`--precision` on its command line, the
+// precision of its report), PyTorch's bf16 autocast mode beside it in bf16,
+// the bf16 target (PyTorch's bf16 CUDA-graph step) named and said not judged
+// where that mode was not timed, and one sweep.md with a section for each.
+TEST(SweepScript, OneSweepPerPrecision) {
+  const std::string py = python_with("torch");
+  if (py.empty())
+    GTEST_SKIP() << "python3 with PyTorch is not installed (python3-torch): bench/sweep.py's "
+                    "timed run is not tested";
+  testing::TempDir t;
+  Result r = run_in_source(py + " bench/sweep.py --hpmc '" + testing::hpmc_binary() +
+                           "' --device cpu --points mlp-128x1-b16 --threads 1 --repeats 2 "
+                           "--run-ms 5 --precisions fp32,bf16 --out '" + t.path().string() + "'");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  for (const char* p : {"fp32", "bf16"}) {
+    SCOPED_TRACE(p);
+    const std::string dir = t.file(p);
+    const JsonValue j = parse_json(testing::slurp(dir + "/sweep.json"));
+    const JsonValue& settings = member(j, "settings");
+    EXPECT_EQ(member(settings, "precision").text, p);
+    const JsonValue& modes = member(settings, "modes");
+    ASSERT_EQ(modes.items.size(), std::string(p) == "bf16" ? 2u : 1u);
+    EXPECT_EQ(modes.items[0].text, "fp32");
+    if (std::string(p) == "bf16") EXPECT_EQ(modes.items[1].text, "bf16cl");
+    const JsonValue& targets = member(settings, "targets");
+    ASSERT_FALSE(targets.items.empty());
+    EXPECT_EQ(member(targets.items[0], "mode").text, std::string(p) == "bf16" ? "bf16clg" : "fp32");
+    const JsonValue& points = member(j, "points");
+    ASSERT_EQ(points.items.size(), 1u);
+    const JsonValue& h = member(points.items[0], "hpmc");
+    EXPECT_EQ(member(h, "precision").text, p);
+    EXPECT_NE(member(h, "command").text.find(std::string(" --precision ") + p + " "),
+              std::string::npos);
+    EXPECT_GT(number(h, "ms_per_step"), 0);
+    const std::string md = testing::slurp(dir + "/sweep.md");
+    EXPECT_NE(md.find(std::string("hpmc `--impl cpu --precision ") + p + "`"), std::string::npos)
+        << md;
+  }
+  const std::string bf16 = testing::slurp(t.file("bf16/sweep.md"));
+  for (const char* s :
+       {" | PyTorch FP32 ms | PyTorch bf16 + channels-last ms | × PyTorch FP32 | "
+        "× PyTorch bf16 + channels-last | targets |",
+        " | - |\n",  // no target judged: the targets cell is empty
+        "Targets (bf16): hpmc at most 0.8× PyTorch bf16 + channels-last + graph everywhere.",
+        "**No target is judged: its PyTorch mode (bf16clg) was not timed.**"})
+    EXPECT_NE(bf16.find(s), std::string::npos) << s << "\n" << bf16;
+  const std::string fp32 = testing::slurp(t.file("fp32/sweep.md"));
+  EXPECT_NE(fp32.find("Targets (fp32): hpmc at most 1.0× PyTorch FP32 everywhere"),
+            std::string::npos)
+      << fp32;
+  // One sweep.md with both tables, fp32's first.
+  const std::string all = testing::slurp(t.file("sweep.md"));
+  const size_t a = all.find("\n## fp32 (fp32/sweep.md, sweep.json)\n"),
+               b = all.find("\n## bf16 (bf16/sweep.md, sweep.json)\n");
+  ASSERT_NE(a, std::string::npos) << all;
+  ASSERT_NE(b, std::string::npos) << all;
+  EXPECT_LT(a, b);
+  EXPECT_NE(all.find(fp32.substr(0, fp32.find('\n')), a), std::string::npos) << all;
+  EXPECT_NE(all.find(bf16.substr(0, bf16.find('\n')), b), std::string::npos) << all;
+}
+
+// Stand-ins for hpmc and for the python that runs bench/pytorch_reference.py,
+// for bench/compare.py and bench/precision.py (--hpmc, --python): each logs
+// its arguments and prints a report with fixed times. hpmc: 3, 2 and 1 ms in
+// fp32, tf32 and bf16 (epoch 30, 20, 10 s), and tf32 at batch 256 fails
+// (exit 2, one line); PyTorch: 8, 6, 5, 4 and 2 ms in fp32, default, graph,
+// bf16cl and bf16clg (epoch 10x those).
+struct FakeBench {
+  testing::TempDir dir;
+  FakeBench() {
+    write("hpmc",
+          "echo \"$@\" >>\"$(dirname \"$0\")/hpmc-args\"\n"
+          "cfg=$2; prec=fp32; batch=64; impl=cpu\n"
+          "while [ $# -gt 0 ]; do case $1 in --precision) prec=$2;; --batch) batch=$2;; "
+          "--impl) impl=$2;; esac; shift; done\n"
+          "if [ $prec = tf32 ] && [ $batch = 256 ]; then\n"
+          "  echo \"error: --impl $impl cannot run tf32 here\" >&2; exit 2; fi\n"
+          "case $prec in fp32) ms=3;; tf32) ms=2;; bf16) ms=1;; esac\n"
+          "echo \"step: layer by layer\"\n"
+          "echo \"bench: $cfg impl=$impl precision=$prec batch=$batch ms/step=$ms img/s=1000 "
+          "epoch_s=${ms}0 tflops=1 peak_frac=0.25\"");
+    write("python",
+          "echo \"$@\" >>\"$(dirname \"$0\")/python-args\"\n"
+          "model=; modes=; batch=64\n"
+          "while [ $# -gt 0 ]; do case $1 in --model) model=$2;; --modes) modes=$2;; "
+          "--batch) batch=$2;; esac; shift; done\n"
+          "for m in $(echo $modes | tr , ' '); do\n"
+          "  case $m in fp32) ms=8;; default) ms=6;; graph) ms=5;; bf16cl) ms=4;; bf16clg) ms=2;; esac\n"
+          "  echo \"pytorch $model $m batch $batch:    $ms.000 ms/step        1000 img/s  "
+          "epoch-equivalent   ${ms}0.000 s  (median of 5 x 10 steps, torch fake)\"\n"
+          "done");
+  }
+  void write(const std::string& name, const std::string& body) {
+    std::ofstream(dir.file(name)) << "#!/bin/sh\n" << body << "\n";
+    fs::permissions(dir.file(name), fs::perms::owner_all);
+  }
+  std::string flags() const {
+    return " --hpmc '" + dir.file("hpmc") + "' --python '" + dir.file("python") + "'";
+  }
+  std::string log(const std::string& who) const { return testing::slurp(dir.file(who + "-args")); }
+};
+
+// bench/compare.py --precision bf16 on the GPU (stand-ins: no GPU needed):
+// every hpmc bench gets --precision bf16 and is named so, PyTorch's modes
+// gain bf16clg, whose column the table has; the JSON records the precision.
+TEST(CompareScript, PassesThePrecisionAndAddsPyTorchsBf16GraphMode) {
+  const std::string py = python_with("json");
+  if (py.empty()) GTEST_SKIP() << "no python3";
+  FakeBench f;
+  testing::TempDir t;
+  Result r = run_in_source(py + " bench/compare.py" + f.flags() +
+                           " --device cuda --precision bf16 --json '" + t.file("c.json") + "'");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string hpmc = f.log("hpmc"), python = f.log("python");
+  EXPECT_EQ(std::count(hpmc.begin(), hpmc.end(), '\n'), 2) << hpmc;
+  EXPECT_NE(hpmc.find("bench configs/cifar_ae.yaml --impl im2col --precision bf16 "),
+            std::string::npos)
+      << hpmc;
+  EXPECT_NE(hpmc.find("bench configs/mnist_mlp.yaml --impl im2col --precision bf16 "),
+            std::string::npos)
+      << hpmc;
+  EXPECT_NE(python.find("--model cifar_ae --device cuda --modes fp32,default,graph,bf16cl,bf16clg "),
+            std::string::npos)
+      << python;
+  EXPECT_NE(python.find("--model mnist_mlp --device cuda --modes fp32,graph,bf16clg "),
+            std::string::npos)
+      << python;
+  for (const char* s : {"### cifar_ae (cuda, hpmc in bf16)",
+                        " | × PyTorch bf16 autocast, channels-last, CUDA graph |",
+                        // hpmc's 10 s epoch over PyTorch's 80, 60, 50, 40 and 20 s.
+                        "| hpmc --impl im2col --precision bf16 | - | 1 | 1,000 | 10 | 0.12 | 0.17 | "
+                        "0.20 | 0.25 | 0.50 |"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  const JsonValue j = parse_json(testing::slurp(t.file("c.json")));
+  EXPECT_EQ(member(j, "precision").text, "bf16");
+  const JsonValue& rows = member(member(j, "results"), "cifar_ae");
+  ASSERT_EQ(rows.items.size(), 6u);
+  EXPECT_EQ(member(rows.items[0], "precision").text, "bf16");
+  EXPECT_EQ(member(rows.items[5], "mode").text, "bf16clg");
+}
+
+// compare.py refuses a precision that an impl or the device cannot run, in one
+// line, before anything runs; in fp32 it runs the modes it always did.
+TEST(CompareScript, RefusesWhatAPrecisionCannotRun) {
+  const std::string py = python_with("json");
+  if (py.empty()) GTEST_SKIP() << "no python3";
+  FakeBench f;
+  Result r = run_in_source(py + " bench/compare.py" + f.flags() + " --device cpu --precision tf32");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "compare.py: error: --precision tf32: tf32 is a tensor-core format: it needs --device "
+            "cuda (hpmc refuses it on the CPU)\n");
+  r = run_in_source(py + " bench/compare.py" + f.flags() +
+                    " --device cuda --impls naive,tiled,im2col --precision bf16");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "compare.py: error: --precision bf16: --impl naive,tiled runs fp32 only (the FP32 "
+            "reference kernels); time bf16 with --impl im2col\n");
+  EXPECT_FALSE(fs::exists(f.dir.file("hpmc-args")));
+  r = run_in_source(py + " bench/compare.py" + f.flags() + " --device cuda --models cifar_ae");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(f.log("hpmc").find("--impl im2col --precision fp32 "), std::string::npos);
+  EXPECT_NE(f.log("python").find("--modes fp32,default,graph,bf16cl "), std::string::npos);
+  EXPECT_NE(r.out.find("| hpmc --impl im2col | - | 3 |"), std::string::npos) << r.out;
+}
+
+// bench/precision.py with its GPU defaults (stand-ins: no GPU needed): hpmc in
+// fp32, tf32 and bf16 and PyTorch's four modes at cifar_ae 64 and 256 and
+// mnist_mlp 64, one table with the ratios to PyTorch's bf16 graph step; a
+// run that fails leaves "failed" and its reason; the JSON and every hpmc
+// report are written beside the table.
+TEST(PrecisionScript, OneTableOfPrecisionsBesidePyTorchsModes) {
+  const std::string py = python_with("json");
+  if (py.empty()) GTEST_SKIP() << "no python3";
+  FakeBench f;
+  testing::TempDir t;
+  Result r = run_in_source(py + " bench/precision.py" + f.flags() + " --out '" +
+                           t.path().string() + "'");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string hpmc = f.log("hpmc");
+  EXPECT_EQ(std::count(hpmc.begin(), hpmc.end(), '\n'), 9) << hpmc;
+  EXPECT_NE(hpmc.find("bench configs/cifar_ae.yaml --impl im2col --precision tf32 --batch 256 "),
+            std::string::npos)
+      << hpmc;
+  EXPECT_NE(f.log("python").find("--model mnist_mlp --device cuda --modes "
+                                 "fp32,default,graph,bf16clg --batch 64 "),
+            std::string::npos);
+  const std::string md = testing::slurp(t.file("precision.md"));
+  for (const char* s :
+       {"| model | batch | hpmc fp32 ms | hpmc tf32 ms | hpmc bf16 ms | PyTorch FP32 ms | "
+        "PyTorch defaults ms | PyTorch CUDA graph ms | PyTorch bf16 + channels-last + graph ms | "
+        "hpmc fp32 × bf16clg | hpmc tf32 × bf16clg | hpmc bf16 × bf16clg |\n",
+        "\n| cifar_ae | 64 | 3 | 2 | 1 | 8 | 6 | 5 | 2 | 1.50 | 1.00 | 0.50 |\n",
+        "\n| cifar_ae | 256 | 3 | failed | 1 | 8 | 6 | 5 | 2 | 1.50 | - | 0.50 |\n",
+        "\n| mnist_mlp | 64 | 3 | 2 | 1 | 8 | 6 | 5 | 2 | 1.50 | 1.00 | 0.50 |\n",
+        "* cifar_ae batch 64 bf16: 25.0% of the peak; step: layer by layer\n",
+        "**Failed (1):**\n* cifar_ae batch 256 hpmc tf32: exit 2: ",
+        "; last line: error: --impl im2col cannot run tf32 here\n"})
+    EXPECT_NE(md.find(s), std::string::npos) << s << "\n" << md;
+  const JsonValue j = parse_json(testing::slurp(t.file("precision.json")));
+  const JsonValue& points = member(j, "points");
+  ASSERT_EQ(points.items.size(), 3u);
+  EXPECT_EQ(number(member(member(points.items[2], "hpmc"), "bf16"), "ms_per_step"), 1);
+  EXPECT_EQ(number(member(member(points.items[2], "pytorch"), "bf16clg"), "ms_per_step"), 2);
+  const std::string reports = testing::slurp(t.file("hpmc-reports.log"));
+  EXPECT_NE(reports.find("=== mnist_mlp batch 64 bf16: "), std::string::npos) << reports;
+}
+
+// precision.py checks its arguments before anything runs, one line each.
+TEST(PrecisionScript, RefusesBadArguments) {
+  const std::string py = python_with("json");
+  if (py.empty()) GTEST_SKIP() << "no python3";
+  FakeBench f;
+  const std::string cmd = py + " bench/precision.py" + f.flags() + " --out /nonexistent ";
+  const std::pair<const char*, const char*> cases[] = {
+      {"--device cpu --precisions fp32,tf32",
+       "precision.py: error: --precisions tf32: tf32 is a tensor-core format: it needs --device "
+       "cuda (hpmc refuses it on the CPU)\n"},
+      {"--device cpu --modes fp32,graph --versus fp32",
+       "precision.py: error: --modes graph: CUDA graphs need --device cuda\n"},
+      {"--points cifar_ae:64,resnet:8",
+       "precision.py: error: --points resnet:8: expected MODEL:BATCH with MODEL one of "
+       "cifar_ae, mnist_mlp and a positive batch, e.g. cifar_ae:64\n"},
+      {"--modes fp32,default",
+       "precision.py: error: --versus bf16clg: not among --modes fp32,default\n"},
+      {"--impl tiled",
+       "precision.py: error: --precisions tf32: --impl tiled runs fp32 only (the FP32 reference "
+       "kernels); time tf32 with --impl im2col\n"},
+  };
+  for (const auto& [flags, message] : cases) {
+    Result r = run_in_source(cmd + flags);
+    EXPECT_EQ(r.code, 2) << flags;
+    EXPECT_EQ(r.err, message) << flags;
+  }
+  EXPECT_FALSE(fs::exists(f.dir.file("hpmc-args")));
+}
+
+// bench/pytorch_reference.py on the CPU: bf16cl runs; the CUDA-graph modes
+// and an unknown mode are refused in one line before anything is timed.
+TEST(PyTorchReference, RunsBf16OnTheCpuAndRefusesGraphModesThere) {
+  const std::string py = python_with("torch");
+  if (py.empty()) GTEST_SKIP() << "python3 with PyTorch is not installed (python3-torch)";
+  const std::string ref = py + " bench/pytorch_reference.py --device cpu --model mnist_mlp "
+                               "--batch 8 --steps 2 --warmup 1 --repeats 1 --threads 1 --modes ";
+  Result r = run_in_source(ref + "fp32,bf16cl");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("pytorch mnist_mlp fp32     batch 8: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\npytorch mnist_mlp bf16cl   batch 8: "), std::string::npos) << r.out;
+  for (const char* mode : {"graph", "bf16clg"}) {
+    r = run_in_source(ref + "fp32," + mode);
+    EXPECT_EQ(r.code, 2) << mode;
+    EXPECT_EQ(r.err, std::string("pytorch_reference.py: error: --modes ") + mode +
+                         ": CUDA graphs need --device cuda (on --device cpu, time fp32 or bf16cl)\n");
+    EXPECT_EQ(r.out, "") << mode;  // refused before the fp32 mode ran
+  }
+  r = run_in_source(ref + "bf16");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "pytorch_reference.py: error: --modes bf16: unknown mode (known: fp32, "
+                   "default, bf16cl, graph, bf16clg)\n");
 }
 
 }  // namespace
