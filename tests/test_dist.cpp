@@ -14,7 +14,9 @@
 // in the last bits after the first step, and the losses after it. Over these
 // runs the losses stay within about 1e-8 relative (measured 6e-9 on the MLP
 // over 40 steps, 3e-8 on the autoencoder over 20, and 5e-9 with accumulation
-// on the ranks); the tests allow 1e-6, far below what a real fault moves:
+// on the ranks, on this project's Zen 4 machine; 2.0e-6 on the autoencoder on
+// the lent GPU host's Xeon, whose OpenBLAS kernels add in another order); the
+// tests allow 1e-5, far below what a real fault moves:
 // a wrong normalisation (a factor of two) or a sample trained twice or not at
 // all changes the loss by more than 1e-3 within a few steps, which the
 // negative control (one process at batch B, not 2B) shows. A ReLU unit whose
@@ -448,8 +450,8 @@ TEST(DistRun, TwoRanksTrainTheMlpLikeOneProcessWithTheDoubledBatch) {
 
   const auto ref = step_losses(slurp(t.file("one/metrics.csv")));
   ASSERT_EQ(ref.size(), 40u);  // 640 / 32 = 20 steps an epoch
-  EXPECT_LT(curve_diff(ref, step_losses(slurp(t.file("two/metrics.csv")))), 1e-6);
-  EXPECT_LT(curve_diff(ref, step_losses(slurp(t.file("acc/metrics.csv")))), 1e-6);
+  EXPECT_LT(curve_diff(ref, step_losses(slurp(t.file("two/metrics.csv")))), 1e-5);
+  EXPECT_LT(curve_diff(ref, step_losses(slurp(t.file("acc/metrics.csv")))), 1e-5);
   // The control: batch 16 on one process is another run (and 80 steps).
   const auto other = step_losses(slurp(t.file("small/metrics.csv")));
   double far = 0;
@@ -469,7 +471,7 @@ TEST(DistRun, TwoRanksTrainTheAutoencoderLikeOneProcessWithTheDoubledBatch) {
   ASSERT_EQ(two.code, 0) << two.err << two.out;
   const auto ref = step_losses(slurp(t.file("one/metrics.csv")));
   ASSERT_EQ(ref.size(), 20u);
-  EXPECT_LT(curve_diff(ref, step_losses(slurp(t.file("two/metrics.csv")))), 1e-6);
+  EXPECT_LT(curve_diff(ref, step_losses(slurp(t.file("two/metrics.csv")))), 1e-5);
 }
 
 // Each rank runs in a directory of its own with relative output paths: rank

@@ -630,6 +630,9 @@ void conv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const f
 }
 
 bool bias_column_fits(const Conv2dShape& s, const ConvPlan& p) {
+  // On tensor cores the column's dy would be rounded: the bias gradient, a
+  // reduction, stays FP32 there (add_bias_grad).
+  if (current_precision() != Precision::kFp32) return false;
   const long long crs = (long long)s.C * s.R * s.S;
   return p.splits > 1 && !p.tap && tiles(crs + 1, tile_bn(p.tile)) == tiles(crs, tile_bn(p.tile));
 }

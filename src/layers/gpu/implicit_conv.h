@@ -45,7 +45,9 @@ void conv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const f
 void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const float* x,
                               const float* dy, float* dw, float* db = nullptr);
 // Whether the plan's last column tile has room for the bias column: split-K,
-// channel-major columns, and C·R·S + 1 columns in as many tiles as C·R·S.
+// channel-major columns, and C·R·S + 1 columns in as many tiles as C·R·S;
+// never in tf32 and bf16 (current_precision), where the bias gradient stays
+// an FP32 reduction.
 bool bias_column_fits(const Conv2dShape& s, const ConvPlan& p);
 
 // ---- the upsample fold (conv2d_kernels.h, implicit::upconv_*) with an explicit plan ----
