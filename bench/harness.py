@@ -138,6 +138,26 @@ def machine(device):
     return info
 
 
+# PyTorch's modes (bench/pytorch_reference.py) as the sweep's and the
+# precision table's columns name them, and those that capture a CUDA graph.
+PT_NAMES = {"fp32": "PyTorch FP32", "default": "PyTorch defaults", "graph": "PyTorch CUDA graph",
+            "bf16cl": "PyTorch bf16 + channels-last",
+            "bf16clg": "PyTorch bf16 + channels-last + graph"}
+GRAPH_MODES = ("graph", "bf16clg")
+
+
+def machine_line(m, threads):
+    """A table's first words: the GPU (or CPU), the date, PyTorch's version
+    and the thread count, from machine()'s record."""
+    where = m.get("gpu", "").split(",")[0] if m["device"] == "cuda" else m.get("cpu", "")
+    line = f"{where}, {m['date']}"
+    if "torch" in m:
+        line += f", PyTorch {m['torch']}"
+    if threads:
+        line += f", {threads} thread{'s' if threads > 1 else ''}"
+    return line
+
+
 def write_atomic(path, text):
     """Writes text to path through a temporary file in the same directory and
     a rename: a reader (or a run stopped midway) sees the old file or the new

@@ -31,13 +31,9 @@ import os
 import shlex
 import sys
 
-from harness import (ROOT, SHIPPED, CommandFailed, machine, parse_hpmc_bench,
-                     parse_pytorch_reference, precision_problem, run, write_atomic)
-
-PT_NAMES = {"fp32": "PyTorch FP32", "default": "PyTorch defaults", "graph": "PyTorch CUDA graph",
-            "bf16cl": "PyTorch bf16 + channels-last",
-            "bf16clg": "PyTorch bf16 + channels-last + graph"}
-GRAPH_MODES = ("graph", "bf16clg")
+from harness import (GRAPH_MODES, PT_NAMES, ROOT, SHIPPED, CommandFailed, machine,
+                     machine_line, parse_hpmc_bench, parse_pytorch_reference,
+                     precision_problem, run, write_atomic)
 
 
 def fail(msg):
@@ -114,12 +110,7 @@ def ms(r):
 
 def markdown(report):
     s, m = report["settings"], report["machine"]
-    where = m.get("gpu", "").split(",")[0] if m["device"] == "cuda" else m.get("cpu", "")
-    first = f"{where}, {m['date']}"
-    if "torch" in m:
-        first += f", PyTorch {m['torch']}"
-    if s["threads"]:
-        first += f", {s['threads']} thread{'s' if s['threads'] > 1 else ''}"
+    first = machine_line(m, s["threads"])
     first += f"; hpmc `--impl {s['impl']}`; ms/step, medians; `{report['command']}`"
     vs = s["versus"]
     head = ["model", "batch"] + [f"hpmc {p} ms" for p in s["precisions"]]

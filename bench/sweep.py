@@ -75,13 +75,8 @@ import sys
 import tempfile
 import time
 
-from harness import (PRECISIONS, ROOT, CommandFailed, machine, parse_hpmc_bench,
-                     precision_problem, run, write_atomic)
-
-PT_NAMES = {"fp32": "PyTorch FP32", "default": "PyTorch defaults", "graph": "PyTorch CUDA graph",
-            "bf16cl": "PyTorch bf16 + channels-last",
-            "bf16clg": "PyTorch bf16 + channels-last + graph"}
-GRAPH_MODES = ("graph", "bf16clg")
+from harness import (GRAPH_MODES, PRECISIONS, PT_NAMES, ROOT, CommandFailed, machine,
+                     machine_line, parse_hpmc_bench, precision_problem, run, write_atomic)
 # The targets of each precision: (PyTorch mode, hpmc's step at most this times
 # that mode's, only where that mode's step is launch-bound: under --launch-bound-ms).
 TARGETS = {
@@ -386,12 +381,7 @@ def markdown(report):
     args = report["settings"]
     modes = args["modes"]
     m = report["machine"]
-    where = m.get("gpu", "").split(",")[0] if m["device"] == "cuda" else m.get("cpu", "")
-    first = f"{where}, {m['date']}"
-    if "torch" in m:
-        first += f", PyTorch {m['torch']}"
-    if args["threads"]:
-        first += f", {args['threads']} thread{'s' if args['threads'] > 1 else ''}"
+    first = machine_line(m, args["threads"])
     first += (f"; hpmc `--impl {args['impl']} --precision {args['precision']}`; medians of "
               f"{args['repeats']} runs; `{report['command']}`")
     lines = [first, ""]

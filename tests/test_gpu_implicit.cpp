@@ -544,14 +544,15 @@ TEST(GpuImplicit, ConvBatch1) {
 
 // The CIFAR autoencoder's convolutions at batch 2 (3x3, pad 1). 3→256 and
 // 256→3 exercise the thin tiles (GEMM_N = 3 / GEMM_M = 3) and split-K.
+const std::vector<ConvCase> kCifarCases = {{2, 3, 32, 32, 256, 3, 3, 1, 1},
+                                           {2, 256, 16, 16, 128, 3, 3, 1, 1},
+                                           {2, 128, 8, 8, 128, 3, 3, 1, 1},
+                                           {2, 128, 16, 16, 256, 3, 3, 1, 1},
+                                           {2, 256, 32, 32, 3, 3, 3, 1, 1}};
+
 TEST(GpuImplicit, CifarAutoencoderShapes) {
   HPMC_REQUIRE_GPU();
-  check_convs({{2, 3, 32, 32, 256, 3, 3, 1, 1},
-               {2, 256, 16, 16, 128, 3, 3, 1, 1},
-               {2, 128, 8, 8, 128, 3, 3, 1, 1},
-               {2, 128, 16, 16, 256, 3, 3, 1, 1},
-               {2, 256, 32, 32, 3, 3, 3, 1, 1}},
-              600);
+  check_convs(kCifarCases, 600);
 }
 
 // Shapes for which the heuristic picks the large tiles on an H100: the
@@ -878,19 +879,20 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0,
     EXPECT_EQ(bias_columns > 0, g_products == Precision::kFp32);
 }
 
+const std::vector<ConvCase> kPlannedCases = {
+    {2, 16, 9, 11, 24, 3, 3, 1, 1},   // both passes tap-major; M = 198
+    {1, 8, 7, 5, 12, 5, 5, 1, 2},     // 5×5: forward tap-major (K = 12), backward_data not
+    {2, 24, 10, 9, 16, 3, 3, 2, 1},   // stride 2: forward tap-major only
+    {3, 32, 6, 6, 40, 1, 1, 1, 0},    // 1×1, both tap-major
+    {1, 40, 5, 7, 8, 2, 3, 1, 0},     // 2×3, pad 0, both tap-major
+    {2, 8, 12, 12, 136, 3, 3, 1, 1},  // N = 136: two 128-wide column tiles
+    {1, 5, 6, 7, 9, 3, 3, 1, 1},      // neither (C = 5, K = 9)
+};
+
 TEST(GpuImplicitPlanned, EveryTileSplitAndOrder) {
   HPMC_REQUIRE_GPU();
   uint64_t seed = 7000;
-  for (const ConvCase& cc : std::vector<ConvCase>{
-           {2, 16, 9, 11, 24, 3, 3, 1, 1},   // both passes tap-major; M = 198
-           {1, 8, 7, 5, 12, 5, 5, 1, 2},     // 5×5: forward tap-major (K = 12), backward_data not
-           {2, 24, 10, 9, 16, 3, 3, 2, 1},   // stride 2: forward tap-major only
-           {3, 32, 6, 6, 40, 1, 1, 1, 0},    // 1×1, both tap-major
-           {1, 40, 5, 7, 8, 2, 3, 1, 0},     // 2×3, pad 0, both tap-major
-           {2, 8, 12, 12, 136, 3, 3, 1, 1},  // N = 136: two 128-wide column tiles
-           {1, 5, 6, 7, 9, 3, 3, 1, 1},      // neither (C = 5, K = 9)
-       })
-    check_planned(cc, seed++);
+  for (const ConvCase& cc : kPlannedCases) check_planned(cc, seed++);
   check_planned({2, 16, 9, 11, 24, 3, 3, 1, 1}, seed++, /*misalign=*/1);
 }
 
@@ -953,16 +955,8 @@ TEST_P(GpuImplicitTc, EveryTileSplitAndOrder) {
   HPMC_REQUIRE_GPU();
   const TensorCores tc(GetParam());
   uint64_t seed = 17000;
-  for (const ConvCase& cc : std::vector<ConvCase>{
-           {2, 16, 9, 11, 24, 3, 3, 1, 1},
-           {1, 8, 7, 5, 12, 5, 5, 1, 2},
-           {2, 24, 10, 9, 16, 3, 3, 2, 1},
-           {3, 32, 6, 6, 40, 1, 1, 1, 0},
-           {2, 8, 12, 12, 136, 3, 3, 1, 1},
-           {1, 5, 6, 7, 9, 3, 3, 1, 1},
-           {1, 128, 11, 9, 64, 3, 3, 2, 1},
-       })
-    check_planned(cc, seed++);
+  for (const ConvCase& cc : kPlannedCases) check_planned(cc, seed++);
+  check_planned({1, 128, 11, 9, 64, 3, 3, 2, 1}, seed++);  // stride 2, C = 128
   check_planned({2, 16, 9, 11, 24, 3, 3, 1, 1}, seed++, /*misalign=*/1);
   using gpu::implicit_detail::Tile;
   check_planned({2, 128, 13, 11, 200, 3, 3, 1, 1}, seed++, 0, {Tile::kWN, Tile::kWM, Tile::kWQ});
@@ -992,12 +986,7 @@ TEST_P(GpuImplicitTc, AutomaticPlansOnOddShapes) {
                {4, 3, 61, 67, 250, 3, 3, 1, 1},
                {1, 32, 121, 121, 256, 3, 3, 1, 1}},
               17100);
-  check_convs({{2, 3, 32, 32, 256, 3, 3, 1, 1},
-               {2, 256, 16, 16, 128, 3, 3, 1, 1},
-               {2, 128, 8, 8, 128, 3, 3, 1, 1},
-               {2, 128, 16, 16, 256, 3, 3, 1, 1},
-               {2, 256, 32, 32, 3, 3, 3, 1, 1}},
-              17200);
+  check_convs(kCifarCases, 17200);
   check_conv({2, 5, 8, 8, 12, 3, 3, 1, 1}, 17300, /*bias=*/false);
   check_conv({2, 4, 10, 12, 130, 3, 3, 1, 1}, 17301, /*bias=*/true, /*misalign=*/1);
   expect_deterministic({2, 256, 16, 16, 128, 3, 3, 1, 1}, 17302, "tensor-core conv2d");

@@ -523,7 +523,8 @@ TEST(PrecisionTraining, TensorCoresTrackTheCpu) {
       const Trained g = train(kMlp, p, tr, te, Impl::kIm2col);
       ASSERT_EQ(g.epochs.size(), 3u);
       EXPECT_LT(g.epochs[2].train_loss, 0.5 * g.epochs[0].train_loss);
-      EXPECT_NEAR(g.epochs[2].test.loss, f.epochs[2].test.loss, 0.05 * f.epochs[2].test.loss + 0.01);
+      EXPECT_NEAR(g.epochs[2].test.loss, f.epochs[2].test.loss,
+                  0.05 * f.epochs[2].test.loss + 0.01);
       EXPECT_NEAR(g.epochs[2].test.accuracy, f.epochs[2].test.accuracy, 0.02);
       EXPECT_NE(g.epochs[2].train_loss, f.epochs[2].train_loss) << "fp32 under another name";
       if (std::string(p) == "bf16")

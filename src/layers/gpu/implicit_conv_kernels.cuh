@@ -46,40 +46,21 @@ using CfgWL = WideCfg<128, 128, 2, 4, 2, 4, 8>;
 // and n, blocks per SM, stages, operands; warp sub-tiles in the comments.
 template <class Cfg, class Op>
 struct TcOf;
-template <class Op>
-struct TcOf<CfgL, Op> {  // 64×32
-  using type = TcCfg<128, 128, 2, 4, 2, 4, Op>;
-};
-template <class Op>
-struct TcOf<CfgWL, Op> : TcOf<CfgL, Op> {};  // L's tile and threads
-template <class Op>
-struct TcOf<CfgM, Op> {  // 32×32
-  using type = TcCfg<128, 64, 4, 2, 2, 4, Op>;
-};
-template <class Op>
-struct TcOf<CfgS, Op> {  // 32×16
-  using type = TcCfg<64, 64, 2, 4, 2, 4, Op>;
-};
-template <class Op>
-struct TcOf<CfgThinN, Op> {  // 32×16
-  using type = TcCfg<128, 16, 4, 1, 4, 4, Op>;
-};
-template <class Op>
-struct TcOf<CfgThinM, Op> {  // 16×32
-  using type = TcCfg<16, 128, 1, 4, 4, 4, Op>;
-};
-template <class Op>
-struct TcOf<CfgWN, Op> {  // 64×64; 3 stages fit 48 KB of static shared memory
-  using type = TcCfg<128, 256, 2, 4, 1, 3, Op>;
-};
-template <class Op>
-struct TcOf<CfgWM, Op> {  // 64×64
-  using type = TcCfg<256, 128, 4, 2, 1, 3, Op>;
-};
-template <class Op>
-struct TcOf<CfgWQ, Op> {  // 64×64
-  using type = TcCfg<128, 128, 2, 2, 2, 4, Op>;
-};
+#define HPMC_TC_OF(CFG, ...)            \
+  template <class Op>                   \
+  struct TcOf<CFG, Op> {                \
+    using type = TcCfg<__VA_ARGS__, Op>; \
+  };
+HPMC_TC_OF(CfgL, 128, 128, 2, 4, 2, 4)     // 64×32
+HPMC_TC_OF(CfgWL, 128, 128, 2, 4, 2, 4)    // L's tile and threads
+HPMC_TC_OF(CfgM, 128, 64, 4, 2, 2, 4)      // 32×32
+HPMC_TC_OF(CfgS, 64, 64, 2, 4, 2, 4)       // 32×16
+HPMC_TC_OF(CfgThinN, 128, 16, 4, 1, 4, 4)  // 32×16
+HPMC_TC_OF(CfgThinM, 16, 128, 1, 4, 4, 4)  // 16×32
+HPMC_TC_OF(CfgWN, 128, 256, 2, 4, 1, 3)    // 64×64; 3 stages fit 48 KB of static shared memory
+HPMC_TC_OF(CfgWM, 256, 128, 4, 2, 1, 3)    // 64×64
+HPMC_TC_OF(CfgWQ, 128, 128, 2, 2, 2, 4)    // 64×64
+#undef HPMC_TC_OF
 
 // Everything the conv loaders need, by value in the kernel's parameter space.
 struct ConvArgs {

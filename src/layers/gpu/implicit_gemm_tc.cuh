@@ -145,20 +145,20 @@ __device__ __forceinline__ void tc_store(const Epi& epi, const float (&c)[4], in
     // of the four lanes' accumulators, i.e. column 2t + (i & 1), rows
     // 4q..4q+3 (+8 for i ≥ 2). Round r: send c[(i + r) & 3], receive from
     // lane i − r the element meant for lane i.
+    // Every array index below is a compile-time constant or goes through
+    // pick4's selects: an index that depends on the lane would put the
+    // arrays (and the accumulators behind c) in local memory.
     const int i = g & 3, q = g >> 2;
-    float v[4];
-    v[i] = c[i];
+    float got[4];  // got[r]: the value from lane i − r (r = 0: this lane's own)
+    got[0] = pick4(c, i);
 #pragma unroll
     for (int r = 1; r < 4; ++r) {
-      const int src = (i - r) & 3;
-      const float got =
-          __shfl_sync(0xffffffffu, pick4(c, (i + r) & 3), (lane & ~12) | (src << 2));
-      // v[src] = got, with a run-time index
-      if (src == 0) v[0] = got;
-      else if (src == 1) v[1] = got;
-      else if (src == 2) v[2] = got;
-      else v[3] = got;
+      const int src_lane = (lane & ~12) | (((i - r) & 3) << 2);
+      got[r] = __shfl_sync(0xffffffffu, pick4(c, (i + r) & 3), src_lane);
     }
+    float v[4];  // v[k]: row 4q + k's value, which came in round (i − k) mod 4
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[k] = pick4(got, (i - k) & 3);
     epi.store_mcol(mt + 4 * q + (i >= 2 ? 8 : 0), nt + 2 * t + (i & 1), v);
   } else {
     const bool odd = t & 1;

@@ -41,46 +41,37 @@ __device__ __forceinline__ uint16_t bf16(float x) {
   return __bfloat16_as_ushort(__float2bfloat16_rn(x));
 }
 
-// d += a·b over one 16×8 tile, k = 8 (tf32: a 4 registers, b 2).
-__device__ __forceinline__ void tf32_m16n8k8(float (&d)[4], const uint32_t (&a)[4],
-                                             const uint32_t (&b)[2]) {
+// The instructions, or a trap where there are none (HPMC_MMA 0).
 #if HPMC_MMA
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#define HPMC_MMA_ASM(...) asm volatile(__VA_ARGS__)
 #else
-  __trap();
+#define HPMC_MMA_ASM(...) __trap()
 #endif
-}
 
-// d += a·b over one 16×8 tile, k = 16 (bf16: a 4 registers, b 2).
-__device__ __forceinline__ void bf16_m16n8k16(float (&d)[4], const uint32_t (&a)[4],
-                                              const uint32_t (&b)[2]) {
-#if HPMC_MMA
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-  __trap();
-#endif
-}
+// d += a·b over one 16×8 tile with a in 4 registers and b in 2: k = 8 in
+// tf32, k = 16 in bf16 (the same fragment shapes, another instruction).
+#define HPMC_MMA_A4B2(NAME, SHAPE_TYPES)                                               \
+  __device__ __forceinline__ void NAME(float(&d)[4], const uint32_t(&a)[4],           \
+                                       const uint32_t(&b)[2]) {                       \
+    HPMC_MMA_ASM("mma.sync.aligned." SHAPE_TYPES                                      \
+                 " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"           \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                     \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); \
+  }
+HPMC_MMA_A4B2(tf32_m16n8k8, "m16n8k8.row.col.f32.tf32.tf32.f32")
+HPMC_MMA_A4B2(bf16_m16n8k16, "m16n8k16.row.col.f32.bf16.bf16.f32")
+#undef HPMC_MMA_A4B2
 
 // d += a·b over one 16×8 tile, k = 8 (bf16: a 2 registers, b 1).
 __device__ __forceinline__ void bf16_m16n8k8(float (&d)[4], const uint32_t (&a)[2],
                                              uint32_t b) {
-#if HPMC_MMA
-  asm volatile(
+  HPMC_MMA_ASM(
       "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(b));
-#else
-  __trap();
-#endif
 }
+
+#undef HPMC_MMA_ASM
 
 }  // namespace hpmc::gpu::mma
