@@ -13,6 +13,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_runner.h"
@@ -102,6 +103,26 @@ TEST(Precision, NamesParseAndRoundTrip) {
   const Thrown t = thrown([] { parse_precision("fp16"); });
   EXPECT_EQ(t.what, "unknown precision 'fp16'; choose one of: fp32, tf32, bf16");
   EXPECT_EQ(t.code, ExitCode::kUsage);
+}
+
+// The thread's current precision (what the GPU kernel families read): fp32
+// outside any scope, the innermost scope's inside, restored as scopes end,
+// and per thread.
+TEST(Precision, ScopesNestAndStayOnTheirThread) {
+  EXPECT_EQ(current_precision(), Precision::kFp32);
+  {
+    const ScopedPrecision outer(Precision::kBf16);
+    EXPECT_EQ(current_precision(), Precision::kBf16);
+    {
+      const ScopedPrecision inner(Precision::kTf32);
+      EXPECT_EQ(current_precision(), Precision::kTf32);
+      Precision other = Precision::kBf16;
+      std::thread([&] { other = current_precision(); }).join();
+      EXPECT_EQ(other, Precision::kFp32);
+    }
+    EXPECT_EQ(current_precision(), Precision::kBf16);
+  }
+  EXPECT_EQ(current_precision(), Precision::kFp32);
 }
 
 TEST(Precision, ConfigKeyDefaultsToFp32AndIsRecorded) {
