@@ -33,7 +33,8 @@
 // g = 4q+i holds rows 4q..4q+3 (+8 for i ≥ 2) of column 2t + (i & 1).
 //
 // A TcCfg has the BM, BN and thread count of the FP32 configuration it
-// stands for (conv2d_implicit_gemm.cu's with_tile), so the plans (tile,
+// stands for (TcOf, implicit_conv_kernels.cuh; picked by
+// conv2d_implicit_gemm.cu's with_precision), so the plans (tile,
 // split-K, grid, workspace) and the loaders' thread mappings are unchanged.
 // The summation order depends on the configuration and the split, not on the
 // launch: repeated runs give the same bits. Compute capability 8.0 and up
