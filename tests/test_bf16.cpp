@@ -26,6 +26,7 @@
 #include "core/bf16gemm.h"
 #include "core/rng.h"
 #include "core/sgemm.h"
+#include "gemm_testing.h"
 #include "testing.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -359,48 +360,8 @@ TEST(Bf16Gemm, PathsAgreeWithinFp32Rounding) {
 // repeated calls give the same bits whatever ran in between.
 TEST(Bf16Gemm, Avx512Bf16SplitsAndRepeatsAreBitIdentical) {
   SKIP_WITHOUT_AVX512_BF16();
-  const int m = 64, n = 200, k = 2101;  // K: three blocks of pairs and an odd end
-  Rng rng(7);
-  for (int t = 0; t < 4; ++t) {
-    const bool ta = t & 1, tb = t & 2;
-    SCOPED_TRACE(std::string(ta ? "T" : "N") + (tb ? "T" : "N"));
-    std::vector<float> a(size_t(m) * k), b(size_t(k) * n), bias(size_t(m) * n);
-    for (auto& v : a) v = rng.uniform(-1.f, 1.f);
-    for (auto& v : b) v = rng.uniform(-1.f, 1.f);
-    for (auto& v : bias) v = rng.uniform(-1.f, 1.f);
-    const int lda = ta ? m : k, ldb = tb ? k : n;
-    auto a_at = [&](int i0) { return ta ? a.data() + i0 : a.data() + size_t(i0) * lda; };
-    auto b_at = [&](int j0) { return tb ? b.data() + size_t(j0) * ldb : b.data() + j0; };
-
-    std::vector<float> whole = bias;
-    bf16gemm_avx512(ta, tb, m, n, k, 1.f, a.data(), lda, b.data(), ldb, 1.f, whole.data(), n);
-    std::vector<float> by_cols = bias;
-    const int col_cuts[] = {0, 1, 17, 54, n};
-    for (int p = 0; p + 1 < 5; ++p) {
-      const int j0 = col_cuts[p], j1 = col_cuts[p + 1];
-      bf16gemm_avx512(ta, tb, m, j1 - j0, k, 1.f, a.data(), lda, b_at(j0), ldb, 1.f,
-                      by_cols.data() + j0, n);
-    }
-    std::vector<float> by_rows = bias;
-    const int row_cuts[] = {0, 3, 40, m};
-    for (int p = 0; p + 1 < 4; ++p) {
-      const int i0 = row_cuts[p], i1 = row_cuts[p + 1];
-      bf16gemm_avx512(ta, tb, i1 - i0, n, k, 1.f, a_at(i0), lda, b.data(), ldb, 1.f,
-                      by_rows.data() + size_t(i0) * n, n);
-    }
-    // Another shape in between grows and refills the pack buffers.
-    std::vector<float> scratch(size_t(k) * k / 8);
-    bf16gemm_avx512(!ta, tb, 300, 90, k / 8, 1.f, a.data(), ta ? k / 8 : 300, b.data(),
-                    tb ? k / 8 : 90, 0.f, scratch.data(), 90);
-    std::vector<float> again = bias;
-    bf16gemm_avx512(ta, tb, m, n, k, 1.f, a.data(), lda, b.data(), ldb, 1.f, again.data(), n);
-    EXPECT_EQ(0, std::memcmp(whole.data(), by_cols.data(), whole.size() * sizeof(float)))
-        << "column pieces differ from one call";
-    EXPECT_EQ(0, std::memcmp(whole.data(), by_rows.data(), whole.size() * sizeof(float)))
-        << "row pieces differ from one call";
-    EXPECT_EQ(0, std::memcmp(whole.data(), again.data(), whole.size() * sizeof(float)))
-        << "a repeated call differs";
-  }
+  // K: three blocks of pairs and an odd end.
+  testing::expect_pieces_and_repeats_bit_identical(bf16gemm_avx512, 64, 200, 2101, 7);
 }
 
 // Special operands: a NaN or an infinity reaches the elements whose sums it

@@ -16,6 +16,7 @@
 #include "cli_runner.h"
 #include "core/rng.h"
 #include "core/sgemm.h"
+#include "gemm_testing.h"
 #include "testing.h"
 
 namespace hpmc {
@@ -149,66 +150,14 @@ TEST(Sgemm, DispatchedPathMatchesDoubleReference) {
   run_sweep(sgemm);
 }
 
-// C = op(A)·op(B) computed whole and in pieces of rows and of columns, as
-// linear_ops.h splits it over threads: the avx512 path must give the same
-// bits, since each element's sum order depends on k only.
-TEST(Sgemm, Avx512SplitsAreBitIdentical) {
+// C = op(A)·op(B) computed whole, in pieces of rows and of columns, as
+// linear_ops.h splits it over threads, and again after another shape (no
+// state leaks between calls through the per-thread pack buffers): the avx512
+// path must give the same bits, since each element's sum order depends on k
+// only.
+TEST(Sgemm, Avx512SplitsAndRepeatsAreBitIdentical) {
   SKIP_WITHOUT_AVX512();
-  const int m = 64, n = 200, k = 1100;
-  Rng rng(7);
-  for (int t = 0; t < 4; ++t) {
-    const bool ta = t & 1, tb = t & 2;
-    SCOPED_TRACE(std::string(ta ? "T" : "N") + (tb ? "T" : "N"));
-    std::vector<float> a(size_t(m) * k), b(size_t(k) * n), bias(size_t(m) * n);
-    for (auto& v : a) v = rng.uniform(-1.f, 1.f);
-    for (auto& v : b) v = rng.uniform(-1.f, 1.f);
-    for (auto& v : bias) v = rng.uniform(-1.f, 1.f);
-    const int lda = ta ? m : k, ldb = tb ? k : n;
-    auto a_at = [&](int i0) { return ta ? a.data() + i0 : a.data() + size_t(i0) * lda; };
-    auto b_at = [&](int j0) { return tb ? b.data() + size_t(j0) * ldb : b.data() + j0; };
-
-    std::vector<float> whole = bias;
-    sgemm_avx512(ta, tb, m, n, k, 1.f, a.data(), lda, b.data(), ldb, 1.f, whole.data(), n);
-
-    // Columns in uneven pieces (widths 1, 16, 37, 146 pick different tiles).
-    std::vector<float> by_cols = bias;
-    const int col_cuts[] = {0, 1, 17, 54, n};
-    for (int p = 0; p + 1 < 5; ++p) {
-      const int j0 = col_cuts[p], j1 = col_cuts[p + 1];
-      sgemm_avx512(ta, tb, m, j1 - j0, k, 1.f, a.data(), lda, b_at(j0), ldb, 1.f,
-                   by_cols.data() + j0, n);
-    }
-    // Rows in uneven pieces.
-    std::vector<float> by_rows = bias;
-    const int row_cuts[] = {0, 3, 40, m};
-    for (int p = 0; p + 1 < 4; ++p) {
-      const int i0 = row_cuts[p], i1 = row_cuts[p + 1];
-      sgemm_avx512(ta, tb, i1 - i0, n, k, 1.f, a_at(i0), lda, b.data(), ldb, 1.f,
-                   by_rows.data() + size_t(i0) * n, n);
-    }
-    EXPECT_EQ(0, std::memcmp(whole.data(), by_cols.data(), whole.size() * sizeof(float)))
-        << "column pieces differ from one call";
-    EXPECT_EQ(0, std::memcmp(whole.data(), by_rows.data(), whole.size() * sizeof(float)))
-        << "row pieces differ from one call";
-  }
-}
-
-// Repeated calls give the same bits (no state leaks between calls through
-// the per-thread pack buffers).
-TEST(Sgemm, Avx512RepeatsAreBitIdentical) {
-  SKIP_WITHOUT_AVX512();
-  Rng rng(3);
-  std::vector<float> a(300 * 700), b(700 * 90);
-  for (auto& v : a) v = rng.uniform(-1.f, 1.f);
-  for (auto& v : b) v = rng.uniform(-1.f, 1.f);
-  std::vector<float> c1(300 * 90), c2(300 * 90);
-  sgemm_avx512(false, false, 300, 90, 700, 1.f, a.data(), 700, b.data(), 90, 0.f, c1.data(), 90);
-  // A different shape in between grows and refills the buffers.
-  std::vector<float> scratch(700 * 700);
-  sgemm_avx512(true, true, 700, 700, 90, 1.f, b.data(), 700, b.data(), 90, 0.f, scratch.data(),
-               700);
-  sgemm_avx512(false, false, 300, 90, 700, 1.f, a.data(), 700, b.data(), 90, 0.f, c2.data(), 90);
-  EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)));
+  testing::expect_pieces_and_repeats_bit_identical(sgemm_avx512, 64, 200, 1100, 7);
 }
 
 // The products the MNIST MLP makes (784-320-160-10; forward x·W^T, input
