@@ -14,6 +14,7 @@
 #include "model/registry.h"
 #include "model/step_strategy.h"
 #include "model/trainer.h"
+#include "cli_runner.h"
 #include "testing.h"
 
 namespace hpmc {
@@ -428,21 +429,13 @@ TEST(Model, ModeFollowsTrainingStepsAndEvaluation) {
 
 // ---- the fused MLP step's cost rule (model/fused_step.h) and HPMC_STEP -----------------
 
-const char* kMnistMlp = R"(name: mlp
-data: {format: mnist}
-model:
-  loss: softmax_cross_entropy
-  layers:
-    - {name: flat, type: flatten}
-    - {name: fc1, type: linear, out_features: 320}
-    - {name: relu1, type: relu}
-    - {name: fc2, type: linear, out_features: 160}
-    - {name: relu2, type: relu}
-    - {name: fc3, type: linear, out_features: 10}
-)";
+// The shipped MNIST MLP (784-320-160-10), whose step the rule was measured on.
+std::string mnist_mlp() {
+  return testing::slurp(testing::source_dir() + "/configs/mnist_mlp.yaml");
+}
 
 TEST(StepChoice, CountsTheLinearLayersFlopsAsBenchDoes) {
-  auto m = build(kMnistMlp, kMnist);
+  auto m = build(mnist_mlp(), kMnist);
   int layers = 0;
   // 2·64·(784·320·2 + 320·160·3 + 160·10·3): no input gradient for fc1.
   EXPECT_EQ(fused_step_flops(*m, 64, &layers), 84500480.0);
@@ -462,7 +455,7 @@ TEST(StepChoice, CountsTheLinearLayersFlopsAsBenchDoes) {
 }
 
 TEST(StepChoice, TheFusedStepUpToHalfAGflopALayer) {
-  auto m = build(kMnistMlp, kMnist);
+  auto m = build(mnist_mlp(), kMnist);
   // 1,320,320 FLOP a sample: 3 layers · 0.5 GFLOP allow batches up to 1136.
   EXPECT_EQ(fused_step_cost_refusal(*m, 64), "");
   EXPECT_EQ(fused_step_cost_refusal(*m, 1136), "");
