@@ -39,19 +39,8 @@ namespace {
 namespace tc = gpu::gemm_tc;
 using testing::random_floats;
 
-// x rounded to tf32 as cvt.rna.tf32.f32 does it: 13 bits dropped, ties away
-// from zero (finite, normal inputs: the test data).
-float round_tf32(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  u = (u + 0x1000u) & ~0x1fffu;
-  float r;
-  std::memcpy(&r, &u, sizeof r);
-  return r;
-}
-
 float round_to(tc::Operands p, float x) {
-  return p == tc::Operands::kTf32 ? round_tf32(x) : round_bf16(x);
+  return p == tc::Operands::kTf32 ? testing::round_tf32(x) : round_bf16(x);
 }
 
 double unit_roundoff(tc::Operands p) {

@@ -48,7 +48,6 @@
 #include <vector>
 
 #include "core/device.h"
-#include "core/bf16.h"
 #include "core/error.h"
 #include "core/precision.h"
 #include "core/rng.h"
@@ -83,25 +82,10 @@ class TensorCores {
   Precision saved_;
 };
 
-// v as the tensor cores read it in g_products (itself in fp32).
-float operand(float v) {
-  switch (g_products) {
-    case Precision::kFp32: return v;
-    case Precision::kBf16: return round_bf16(v);
-    case Precision::kTf32: {  // cvt.rna.tf32.f32: 13 bits dropped, ties away from zero
-      uint32_t u;
-      std::memcpy(&u, &v, 4);
-      if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & ~0x1fffu;
-      std::memcpy(&v, &u, 4);
-      return v;
-    }
-  }
-  return v;
-}
 std::vector<float> operands(const std::vector<float>& v, bool rounded = true) {
   if (!rounded || g_products == Precision::kFp32) return v;
   std::vector<float> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) r[i] = std::isnan(v[i]) ? v[i] : operand(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) r[i] = testing::round_operand(g_products, v[i]);
   return r;
 }
 

@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/error.h"
+#include "core/precision.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
@@ -129,6 +131,27 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// x rounded to tf32 as the GPU's cvt.rna.tf32.f32 does it: 13 mantissa bits
+// dropped, to nearest with ties away from zero; infinities and NaNs as they are.
+inline float round_tf32(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & ~0x1fffu;
+  std::memcpy(&x, &u, sizeof u);
+  return x;
+}
+
+// x as a product operand of training.precision p reads it: itself in fp32,
+// rounded to tf32 or (to nearest even, core/bf16.h) to bf16.
+inline float round_operand(Precision p, float x) {
+  switch (p) {
+    case Precision::kTf32: return round_tf32(x);
+    case Precision::kBf16: return round_bf16(x);
+    case Precision::kFp32: break;
+  }
+  return x;
+}
 
 }  // namespace hpmc::testing
 

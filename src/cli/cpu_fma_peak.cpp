@@ -22,12 +22,8 @@ namespace {
 constexpr int kChains = 12;  // independent accumulators: more than FMA latency × units
 
 #if defined(__x86_64__)
-__attribute__((target("avx512f"))) float fma_avx512(long iters) {
-  __m512 acc[kChains];
-  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_ps(float(k) * 1e-3f);
-  const __m512 m = _mm512_set1_ps(0.9999999f), a = _mm512_set1_ps(1e-7f);
-  for (long i = 0; i < iters; ++i)
-    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_fmadd_ps(acc[k], m, a);
+// The sum of kChains accumulators' 16 lanes (the loops' result).
+__attribute__((target("avx512f"))) float sum_lanes(const __m512 (&acc)[kChains]) {
   __m512 s = acc[0];
   for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
   float v[16];
@@ -35,6 +31,15 @@ __attribute__((target("avx512f"))) float fma_avx512(long iters) {
   float t = 0;
   for (float x : v) t += x;
   return t;
+}
+
+__attribute__((target("avx512f"))) float fma_avx512(long iters) {
+  __m512 acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_ps(float(k) * 1e-3f);
+  const __m512 m = _mm512_set1_ps(0.9999999f), a = _mm512_set1_ps(1e-7f);
+  for (long i = 0; i < iters; ++i)
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_fmadd_ps(acc[k], m, a);
+  return sum_lanes(acc);
 }
 
 __attribute__((target("avx2,fma"))) float fma_avx2(long iters) {
@@ -60,13 +65,7 @@ __attribute__((target("avx512f,avx512bf16"))) float dp_avx512bf16(long iters) {
   const __m512bh a = (__m512bh)_mm512_set1_epi32(0x35803580);
   for (long i = 0; i < iters; ++i)
     for (int k = 0; k < kChains; ++k) acc[k] = _mm512_dpbf16_ps(acc[k], m, a);
-  __m512 s = acc[0];
-  for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
-  float v[16];
-  _mm512_storeu_ps(v, s);
-  float t = 0;
-  for (float x : v) t += x;
-  return t;
+  return sum_lanes(acc);
 }
 #endif
 
