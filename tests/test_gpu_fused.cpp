@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -356,6 +357,77 @@ model:
   EXPECT_EQ(tr.step_path(feed),
             "layer by layer: the fused kernel applies SGD, and training.optimizer.type is adamw");
 }
+
+// ---- tf32 and bf16: the fused step on tensor cores -----------------------------------
+
+// In tf32 and bf16 the fused step multiplies on tensor cores, each operand
+// rounded as the layer-by-layer kernels round it, and both paths add their
+// products in FP32 (in different orders). One step of the mnist_mlp shape
+// then agrees with the layer-by-layer step of the same precision to FP32
+// rounding, but for the few elements where a sum within rounding of a
+// rounding boundary (or of the ReLU's zero) lands on the other side of it in
+// the next layer's operand; and it is not the fp32 step (the rounding is
+// really there: the precision's error is far above FP32's).
+class GpuFusedTc : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GpuFusedTc, MatchesLayerByLayerInItsPrecisionOneStep) {
+  HPMC_REQUIRE_GPU();
+  const std::string prec = str(", precision: ", GetParam());
+  Dataset data = random_data(130, 28, 28, 10, 21);
+  Trained fused = train(mlp_yaml({320, 160, 10}, 130, 0.9, 0.0, true, 1, prec), data);
+  Trained plain = train(mlp_yaml({320, 160, 10}, 130, 0.9, 0.0, false, 1, prec), data);
+  Trained exact = train(mlp_yaml({320, 160, 10}, 130, 0.9, 0.0, true, 1), data);
+  ASSERT_EQ(fused.path.rfind("fused", 0), 0u) << fused.path;
+  ASSERT_EQ(plain.path.rfind("layer by layer", 0), 0u) << plain.path;
+  const double lf = fused.epochs[0].train_loss, lp = plain.epochs[0].train_loss,
+               le = exact.epochs[0].train_loss;
+  EXPECT_NEAR(lf, lp, 1e-6 * lp);
+  ParamStore& fp = fused.model->params();
+  ParamStore& pp = plain.model->params();
+  const double g_same = agreement(fp.grads(), pp.grads(), 1e-4),
+               p_same = agreement(fp.params(), pp.params(), 1e-5),
+               g_exact = agreement(fp.grads(), exact.model->params().grads(), 1e-4);
+  std::printf("[ %s ] loss %.9g (layer by layer %.9g, fp32 %.9g); gradients within 1e-4: "
+              "%.5f of the layer-by-layer ones, %.5f of fp32's; weights within 1e-5: %.5f\n",
+              GetParam(), lf, lp, le, g_same, g_exact, p_same);
+  EXPECT_GE(g_same, 0.995);
+  EXPECT_GE(p_same, 0.995);
+  EXPECT_LT(g_exact, 0.9) << "the fused " << GetParam() << " step computes fp32's gradients";
+}
+
+// Odd shapes (widths not multiples of a tile, partial batches, batch 1, four
+// layers, momentum and weight decay), two epochs: the fused step trains as
+// the layer-by-layer path does in the same precision, within that
+// precision's rounding of each step (which random labels spread a little).
+TEST_P(GpuFusedTc, MatchesLayerByLayerInItsPrecisionOddShapes) {
+  HPMC_REQUIRE_GPU();
+  const std::string prec = str(", precision: ", GetParam());
+  struct Case {
+    std::vector<int> widths;
+    int h, w, n, batch;
+    double momentum, wd;
+  };
+  const Case cases[] = {{{37, 13, 7}, 5, 7, 83, 16, 0.9, 1e-3},
+                        {{65, 33, 17, 5}, 1, 1, 9, 1, 0.5, 0.0},
+                        {{70, 5}, 13, 11, 134, 67, 0.9, 0.0}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(str("widths ", c.widths[0], "..", c.widths.back(), ", batch ", c.batch));
+    Dataset data = random_data(c.n, c.h, c.w, c.widths.back(), 11 + uint64_t(c.n));
+    Trained fused = train(mlp_yaml(c.widths, c.batch, c.momentum, c.wd, true, 2, prec), data);
+    Trained plain = train(mlp_yaml(c.widths, c.batch, c.momentum, c.wd, false, 2, prec), data);
+    ASSERT_EQ(fused.path.rfind("fused", 0), 0u) << fused.path;
+    for (size_t e = 0; e < plain.epochs.size(); ++e) {
+      const double a = fused.epochs[e].train_loss, b = plain.epochs[e].train_loss;
+      std::printf("[ %s ] epoch %zu loss %.9g, layer by layer %.9g\n", GetParam(), e + 1, a, b);
+      EXPECT_LE(std::fabs(a - b), 1e-4 * std::max(1.0, std::fabs(b))) << "epoch " << e + 1;
+    }
+    const double w = buffer_rel(fused.model->params().params(), plain.model->params().params());
+    std::printf("[ %s ] weights: largest difference %.3g of the largest weight\n", GetParam(), w);
+    EXPECT_LE(w, 1e-3);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, GpuFusedTc, ::testing::Values("tf32", "bf16"));
 
 }  // namespace
 }  // namespace hpmc

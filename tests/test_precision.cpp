@@ -25,7 +25,6 @@
 #include "layers/cpu/conv2d_thin.h"
 #include "layers/layer.h"
 #include "model/config.h"
-#include "model/fused_step.h"
 #include "model/model.h"
 #include "model/registry.h"
 #include "model/trainer.h"
@@ -222,14 +221,6 @@ TEST(Precision, CommandsRefuseBeforeTraining) {
   }
 }
 
-// The fused MLP step (model/fused_step.h) is FP32 code: a model in another
-// precision trains layer by layer, and says so.
-TEST(Precision, TheFusedMlpStepIsFp32Only) {
-  Config cfg = config(kMlp, "bf16");
-  auto m = Model::build(cfg, Impl::kCpu, Shape(1, 1, 28, 28), 10);
-  EXPECT_EQ(fused_step_refusal(*m, cfg.training, testing::synthetic_classes(8, 1)),
-            "training.precision is bf16 (the fused MLP step runs fp32 only)");
-}
 
 // ---- the layers in bf16 ----------------------------------------------------------
 

@@ -72,9 +72,6 @@ std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
   if (cfg.augment.active())
     return str("data.augment is ", cfg.augment.describe(),
                " (the fused step trains on the batch as gathered)");
-  if (model.precision() != Precision::kFp32)
-    return str("training.precision is ", precision_name(model.precision()),
-               " (the fused MLP step runs fp32 only)");
   if (model.impl() != Impl::kIm2col) return str("the fused step is part of --impl im2col, not ",
                                                 impl_name(model.impl()));
   if (train.images.dtype() != DType::kU8)
@@ -105,7 +102,7 @@ std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
     if (lab[i] < 0 || lab[i] >= classes)  // the layer-by-layer loss reports it
       return str("training label ", lab[i], " of sample ", i, " is outside [0, ", classes, ")");
   if (std::string o = fused_optimizer_refusal(cfg); !o.empty()) return o;
-  if (!gpu::mlp_step_supported(&why)) return why;
+  if (!gpu::mlp_step_supported(&why, model.precision())) return why;
   return "";
 }
 
@@ -172,6 +169,7 @@ FusedStep::FusedStep(Model& model, Optimizer& opt, const TrainingConfig& cfg, in
   d.momentum = float(oc.momentum);
   d.weight_decay = float(oc.weight_decay);
   d.max_batch = max_batch;
+  d.precision = model.precision();
   step_ = std::make_unique<gpu::MlpStep>(d);
 }
 

@@ -50,7 +50,7 @@ void MlpStep::run(const uint8_t*, const int32_t*, const int32_t*, int, uint64_t,
   no_gpu("the fused MLP step");
 }
 int MlpStep::blocks() const { return 0; }
-bool mlp_step_supported(std::string* why) {
+bool mlp_step_supported(std::string* why, Precision) {
   if (why) *why = "this hpmc was built without CUDA";
   return false;
 }

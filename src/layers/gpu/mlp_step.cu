@@ -14,6 +14,10 @@
 // fewer tiles than the grid has blocks (the first layer's 64×320 output is 80
 // tiles), a tile's chunks are split over several blocks and the last one
 // to finish adds the splits in split order (product() has the details).
+// In tf32 and bf16 (the kernel's template argument P) the tiles, ring and
+// reductions are the same; a warp multiplies a 16×16 block of the tile on
+// tensor cores (mma_chunk), the warps in k-groups of 8 (TM = 16) or 2 (TM =
+// 64) k-splits, and its FP32 operands are rounded as they enter a fragment.
 //
 // Latency. At this size a phase is a few microseconds and each trip to L2
 // costs a good part of one, so the loads are what matter. A block streams the
@@ -55,6 +59,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "layers/gpu/mlp_step.h"
+#include "layers/gpu/mma.cuh"
 #include "layers/gpu/sgd_formula.cuh"
 
 namespace hpmc::gpu {
@@ -303,6 +308,21 @@ __device__ __forceinline__ void sgd_one(float& p, float g, float& v, const Net& 
 
 // ---- products ------------------------------------------------------------------------
 
+// The operands' arithmetic (MlpStepDesc::precision), a template argument of
+// the kernel: kOpF32 multiplies with FFMA on 4×4 micro-tiles; kOpTf32 and
+// kOpBf16 on tensor cores (mma.sync m16n8k8, FP32 accumulators), each FP32
+// operand rounded as it enters a fragment, as the layer-by-layer kernels do.
+enum OpKind { kOpF32, kOpTf32, kOpBf16 };
+
+// x as a product's operand of kind P: rounded to tf32 (to nearest, ties
+// away) or bf16 (to nearest even), as the tensor cores receive it.
+template <int P>
+__device__ __forceinline__ float op_round(float x) {
+  if constexpr (P == kOpTf32) return __uint_as_float(mma::tf32(x));
+  else if constexpr (P == kOpBf16) return __bfloat162float(__float2bfloat16_rn(x));
+  else return x;
+}
+
 // A matrix operand, element (r, k): f[r·ld + k] when KFAST (consecutive k
 // adjacent), else f[k·ld + r].
 struct Operand {
@@ -400,6 +420,52 @@ __device__ __forceinline__ int frag_row(int t, int i) {
 template <bool KFAST>
 __device__ __forceinline__ int frag_first(int t) {
   return KFAST ? t : 4 * t;
+}
+
+// Element (r, k) of a chunk's slot (see above) of a tile with R rows.
+template <bool KFAST, int R>
+__device__ __forceinline__ float slot_at(const float* s, int r, int k) {
+  return KFAST ? s[r * kRowK + k] : s[k * (R + 4) + r];
+}
+
+// The tensor-core multiply of a warp (P: kOpTf32 or kOpBf16): its 16 rows
+// r0.. of the A slot (a tile of TM rows) times the B slot's 16 columns, over
+// k-offsets k0..k0 + KW, into d[n-half][4] in mma's accumulator layout
+// (lane l holds rows l/4 and l/4 + 8, columns 2·(l%4) and 2·(l%4) + 1 of
+// each 16×8 half).
+template <bool KFA, bool KFB, int TM, int P, int KW>
+__device__ __forceinline__ void mma_chunk(const float* sa, const float* sb, int r0, int k0,
+                                          float (&d)[2][4]) {
+  const int lane = int(threadIdx.x) % 32, gq = lane / 4, tq = lane % 4;
+  const int ra = r0 + gq;
+#pragma unroll
+  for (int kk = 0; kk < KW; kk += 8) {
+    const int k = k0 + kk;
+    if constexpr (P == kOpTf32) {
+      const uint32_t a[4] = {mma::tf32(slot_at<KFA, TM>(sa, ra, k + tq)),
+                             mma::tf32(slot_at<KFA, TM>(sa, ra + 8, k + tq)),
+                             mma::tf32(slot_at<KFA, TM>(sa, ra, k + tq + 4)),
+                             mma::tf32(slot_at<KFA, TM>(sa, ra + 8, k + tq + 4))};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int c = 8 * h + gq;
+        const uint32_t b[2] = {mma::tf32(slot_at<KFB, kTN>(sb, c, k + tq)),
+                               mma::tf32(slot_at<KFB, kTN>(sb, c, k + tq + 4))};
+        mma::tf32_m16n8k8(d[h], a, b);
+      }
+    } else {
+      const int k2 = k + 2 * tq;
+      const uint32_t a[2] = {
+          mma::bf16x2(slot_at<KFA, TM>(sa, ra, k2), slot_at<KFA, TM>(sa, ra, k2 + 1)),
+          mma::bf16x2(slot_at<KFA, TM>(sa, ra + 8, k2), slot_at<KFA, TM>(sa, ra + 8, k2 + 1))};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int c = 8 * h + gq;
+        mma::bf16_m16n8k8(
+            d[h], a, mma::bf16x2(slot_at<KFB, kTN>(sb, c, k2), slot_at<KFB, kTN>(sb, c, k2 + 1)));
+      }
+    }
+  }
 }
 
 // What is done with a finished output (m, j) of the tile at (m0, j0). ep, if
@@ -597,7 +663,7 @@ __device__ __forceinline__ void wait_groups(const int* groups, int c0, int c1, i
 // next phase to add (the last hidden layer's, which head_row finishes).
 // Splits use forward layer `layer`'s workspace and counts.
 // Returns the first item number after this product's. Block-uniform.
-template <bool KFA, bool KFB, EpiKind E, int TM>
+template <bool KFA, bool KFB, EpiKind E, int TM, int P>
 __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, const Operand& B,
                        int M, int N, int K, const Epilogue& epi, bool defer = false,
                        const Handoff& ho = Handoff{}, int layer = 0) {
@@ -607,7 +673,15 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
   constexpr int kElems = TM * kTN;                // outputs of a tile
   constexpr int kPer = kElems / kThreads;         // outputs a thread finishes
   static_assert(KG * RT * CT == kThreads && GK % 4 == 0, "4×4 micro-tiles cover the tile");
-  static_assert(KG * kElems <= kThreads * 16, "the groups' sums fit Smem::red");
+  // On tensor cores a warp multiplies 16 rows × the 16 columns; the tile's
+  // TM / 16 row blocks take WR warps, and the kThreads / 32 / WR groups of
+  // them split each chunk's k-offsets (8 groups of 8 for TM = 16, 2 of 32
+  // for TM = 64).
+  constexpr bool kMma = P != kOpF32;
+  constexpr int WR = TM / 16, KGT = kThreads / 32 / WR, GKT = kChunk / KGT;
+  static_assert(KGT * WR * 32 == kThreads && GKT % 8 == 0, "16×16 warp tiles cover the tile");
+  constexpr int KGX = kMma ? KGT : KG;  // the groups whose sums are added
+  static_assert(KGX * kElems <= kThreads * 16, "the groups' sums fit Smem::red");
   const int tn = (N + kTN - 1) / kTN;
   const int tiles = ((M + TM - 1) / TM) * tn;
   const int G = int(gridDim.x);
@@ -643,6 +717,7 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
   const int tid = int(threadIdx.x);
   const int g = tid / (RT * CT), lt = tid % (RT * CT);
   const int ty = lt / CT, tx = lt % CT;  // rows frag_row<KFA, TM>(ty, i), columns ...<KFB, kTN>
+  const int wg = tid / 32 / WR, wr = tid / 32 % WR;  // tensor cores: the warp's group, row block
 
   // The issue cursor: item ii (iw), chunk ic within it. Ring position q is
   // issued at loop step q − (kStages − 1): one call site, so one copy of the code.
@@ -651,6 +726,7 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
   ItemWalk cw = iw;  // the compute cursor's item
   int ii = 0, ic = 0, ilen = item_len(iw);
   float acc[4][4] = {};
+  float tacc[2][4] = {};  // tensor cores: the warp's 16×16 outputs
   float bsum = 0.0f;  // the bias gradient of row m0 + tid (epi.gb)
   int ci = 0, cc = 0, clen = item_len(cw);  // the compute cursor
   for (int p = 1 - kStages; ci < mine; ++p) {
@@ -701,11 +777,16 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     if (p == 1 - kStages) trace(net, sm, kTrIssued);
     if (p < 0) continue;
     const int slot = p % kStages;
-    if (cc == 0)
+    if (cc == 0) {
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) tacc[h][j] = 0.0f;
+    }
     if constexpr (E == kEpiGradSgd && !KFA) {
       // The bias gradient: the items of the first column tile add up their A
       // rows (all of the batch, in k order), a thread a row.
@@ -716,20 +797,24 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
         for (int k = 0; k < kChunk; ++k) bsum += a[k * (TM + 4)];
       }
     }
-    // Not unrolled: a phase runs this once, so its code arrives in the
-    // instruction cache as it runs (docs/fused-step.md); a loop fetches once.
+    if constexpr (kMma) {
+      mma_chunk<KFA, KFB, TM, P, GKT>(sm.a[slot], sm.b[slot], 16 * wr, wg * GKT, tacc);
+    } else {
+      // Not unrolled: a phase runs this once, so its code arrives in the
+      // instruction cache as it runs (docs/fused-step.md); a loop fetches once.
 #pragma unroll 1
-    for (int kk = 0; kk < GK; kk += 4) {
-      const int k = g * GK + kk;
-      float a[4][4], b[4][4];
-      fragment<KFA, TM>(sm.a[slot], frag_first<KFA>(ty), k, a);
-      fragment<KFB, kTN>(sm.b[slot], frag_first<KFB>(tx), k, b);
+      for (int kk = 0; kk < GK; kk += 4) {
+        const int k = g * GK + kk;
+        float a[4][4], b[4][4];
+        fragment<KFA, TM>(sm.a[slot], frag_first<KFA>(ty), k, a);
+        fragment<KFB, kTN>(sm.b[slot], frag_first<KFB>(tx), k, b);
 #pragma unroll
-      for (int q = 0; q < 4; ++q)
+        for (int q = 0; q < 4; ++q)
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+          for (int i = 0; i < 4; ++i)
 #pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i][q], b[j][q], acc[i][j]);
+            for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i][q], b[j][q], acc[i][j]);
+      }
     }
     if (++cc < clen) continue;
     // The item is summed: reduce the groups in order, then finish or hand over.
@@ -748,12 +833,24 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     }
     // The groups' sums into shared memory, then each thread adds its outputs'
     // (elements tid, tid + 256, ...) over the groups in group order.
-    float* red = sm.red + g * kElems;
+    if constexpr (kMma) {
+      const int lane = tid % 32, row = 16 * wr + lane / 4, col = 2 * (lane % 4);
+      float* red = sm.red + wg * kElems;
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+      for (int h = 0; h < 2; ++h) {
+        red[row * kTN + 8 * h + col] = tacc[h][0];
+        red[row * kTN + 8 * h + col + 1] = tacc[h][1];
+        red[(row + 8) * kTN + 8 * h + col] = tacc[h][2];
+        red[(row + 8) * kTN + 8 * h + col + 1] = tacc[h][3];
+      }
+    } else {
+      float* red = sm.red + g * kElems;
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        red[frag_row<KFA, TM>(ty, i) * kTN + frag_row<KFB, kTN>(tx, j)] = acc[i][j];
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          red[frag_row<KFA, TM>(ty, i) * kTN + frag_row<KFB, kTN>(tx, j)] = acc[i][j];
+    }
     __syncthreads();  // also: every thread's copies of the item have landed
     if (ho.signal && tid == 0) add_release(&ho.signal[tc], 1);
     float v[kPer];
@@ -761,7 +858,7 @@ __device__ int product(const Net& net, Smem& sm, int first, const Operand& A, co
     for (int c = 0; c < kPer; ++c) {
       v[c] = sm.red[tid + c * kThreads];
 #pragma unroll
-      for (int q = 1; q < KG; ++q) v[c] += sm.red[q * kElems + tid + c * kThreads];
+      for (int q = 1; q < KGX; ++q) v[c] += sm.red[q * kElems + tid + c * kThreads];
     }
     __syncthreads();  // red is free for the next item
     trace(net, sm, kTrSummed);
@@ -867,6 +964,7 @@ constexpr int kHeadStage = kStages * (kSlotA + kSlotB);  // sm.a and sm.b, adjac
 // by count, once W[L−1]'s copy is on its way: ready[r / 16] reaches `want`.
 // With rows_done, the row is counted there once written (a count per 16 rows),
 // and with losses_done its loss, which is computed after that hand-off.
+template <int P>
 __device__ void head_row(const Net& net, Smem& sm, int r, int S, const int* ready = nullptr,
                          int want = 0, int* rows_done = nullptr, int* losses_done = nullptr) {
   const int tid = int(threadIdx.x), lane = tid % 32, wp = tid / 32;
@@ -919,7 +1017,7 @@ __device__ void head_row(const Net& net, Smem& sm, int r, int S, const int* read
     float part = 0.0f;
     if (j < C) {
       const float* wj = W + (long long)j * K;
-      for (int k = i; k < K; k += 16) part = fmaf(h[k], wj[k], part);
+      for (int k = i; k < K; k += 16) part = fmaf(op_round<P>(h[k]), op_round<P>(wj[k]), part);
     }
 #pragma unroll
     for (int off = 8; off > 0; off >>= 1) part += __shfl_xor_sync(0xffffffffu, part, off);
@@ -969,7 +1067,8 @@ __device__ void head_row(const Net& net, Smem& sm, int r, int S, const int* read
   float* dh = net.dpre[L - 2] + (long long)r * K;
   for (int k = tid; k < K; k += kThreads) {
     float s = 0.0f;
-    for (int j = 0; j < C; ++j) s = fmaf(sm.z[j], W[(long long)j * K + k], s);
+    for (int j = 0; j < C; ++j)
+      s = fmaf(op_round<P>(sm.z[j]), op_round<P>(W[(long long)j * K + k]), s);
     dh[k] = h[k] > 0.0f ? s : 0.0f;
   }
   __syncthreads();  // sm.z, sm.flag and the stage are reused by the block's next sample
@@ -996,6 +1095,7 @@ __device__ __forceinline__ void stamp(const Net& net, int& i) {
 
 // ---- the step ------------------------------------------------------------------------
 
+template <int P>
 __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
@@ -1033,7 +1133,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
         ho.done_stride = (tn + ho.done_tiles - 1) / ho.done_tiles;
       }
     }
-    product<true, true, kEpiForward, kTMShort>(
+    product<true, true, kEpiForward, kTMShort, P>(
         net, sm, 0, Operand{l == 0 ? x : net.act[l - 1], net.d[l]}, Operand{net.w[l], net.d[l]},
         n, net.d[l + 1], net.d[l],
         Epilogue{net.act[l], net.d[l + 1], net.b[l], nullptr, nullptr, nullptr}, last, ho, l);
@@ -1055,7 +1155,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   // needs are done, counted in head_rows.
   int* head_rows = net.chain ? net.counts + net.hr0 : nullptr;
   for (int r = b - hb; r >= 0 && r < n; r += G)
-    head_row(net, sm, r, net.head_splits, ready, want, head_rows,
+    head_row<P>(net, sm, r, net.head_splits, ready, want, head_rows,
              net.chain ? net.counts + net.lr0 : nullptr);
   const int gb = net.head_chain ? 0 : n, ge = net.head_chain ? hb : G;  // the gathering blocks
   const bool spare = ge > gb;  // grid-uniform: blocks gather the next batch here
@@ -1081,7 +1181,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
       in_ho.done = net.counts + net.g0;
       in_ho.done_tiles = kChunk / kTN;  // done_stride 0: a count per 64 columns, all rows
     }
-    const int first = product<true, false, kEpiMasked, kTMShort>(
+    const int first = product<true, false, kEpiMasked, kTMShort, P>(
         net, sm, 0, Operand{net.dpre[l], out}, Operand{net.w[l], in}, n, in, out,
         Epilogue{net.dpre[l - 1], in, nullptr, net.act[l - 1], nullptr, nullptr}, false, in_ho);
     // gW[l] = dpre[l]ᵀ·act[l−1]: A(j, r) = dpre[l][r][j], B(i, r) = act[l−1][r][i], with the
@@ -1093,7 +1193,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
     gw_ho.target = first / ((in + kTN - 1) / kTN);
     gw_ho.rows = rows;
     gw_ho.rows_along_k = true;
-    const int end = product<false, false, kEpiGradSgd, kTMTall>(
+    const int end = product<false, false, kEpiGradSgd, kTMTall, P>(
         net, sm, first, Operand{net.dpre[l], out}, Operand{net.act[l - 1], in}, out, in, n,
         Epilogue{net.gw[l], in, nullptr, nullptr, net.w[l], net.vw[l], net.gb[l], net.b[l],
                  net.vb[l]},
@@ -1152,7 +1252,7 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
     ho.rows = i == 0 || L == 2 ? head_rows : nullptr;
     ho.rows_along_k = true;
     ho.groups = i == 1 && net.chain && L >= 3 ? net.counts + net.g0 : nullptr;
-    first = product<false, false, kEpiGradSgd, kTMTall>(
+    first = product<false, false, kEpiGradSgd, kTMTall, P>(
         net, sm, first, Operand{net.dpre[l], net.d[l + 1]},
         Operand{l == 0 ? x : net.act[l - 1], net.d[l]}, net.d[l + 1], net.d[l], n,
         Epilogue{net.gw[l], net.d[l], nullptr, nullptr, net.w[l], net.vw[l], net.gb[l], net.b[l],
@@ -1167,10 +1267,21 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_step_kernel(const Net net) {
   }
 }
 
+// The kernel for the operands of precision p.
+const void* step_kernel(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return reinterpret_cast<const void*>(mlp_step_kernel<kOpF32>);
+    case Precision::kTf32: return reinterpret_cast<const void*>(mlp_step_kernel<kOpTf32>);
+    case Precision::kBf16: return reinterpret_cast<const void*>(mlp_step_kernel<kOpBf16>);
+  }
+  throw RuntimeError(str("fused MLP step: unknown precision ", int(p)));
+}
+
 }  // namespace
 
 struct MlpStep::State {
   Net net;
+  const void* kernel = nullptr;  // step_kernel(the precision)
   int blocks = 0, max_batch = 0;
   Tensor acts, dpres, loss, correct, x, y, ws, tile_count, arrived, counts;
   // Which samples the previous run gathered for its successor, into x[buf].
@@ -1200,8 +1311,9 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
              "fused MLP step: pointers for ", d.w.size(), " layers, dims for ", L);
   HPMC_CHECK(d.max_batch >= 1, "fused MLP step: max batch ", d.max_batch);
   std::string why;
-  if (!mlp_step_supported(&why)) throw RuntimeError("fused MLP step: " + why);
+  if (!mlp_step_supported(&why, d.precision)) throw RuntimeError("fused MLP step: " + why);
   Net& net = s_->net;
+  s_->kernel = step_kernel(d.precision);
   net.L = L;
   net.momentum = d.momentum != 0.0f;
   net.lr = d.lr;
@@ -1289,10 +1401,10 @@ MlpStep::MlpStep(const MlpStepDesc& d) : s_(std::make_unique<State>()) {
   int dev = 0, sms = 0, per_sm = 0;
   HPMC_CUDA_CHECK(cudaGetDevice(&dev));
   HPMC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  HPMC_CUDA_CHECK(cudaFuncSetAttribute(mlp_step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  HPMC_CUDA_CHECK(cudaFuncSetAttribute(s_->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(sizeof(Smem))));
-  HPMC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mlp_step_kernel,
-                                                                kThreads, sizeof(Smem)));
+  HPMC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, s_->kernel, kThreads,
+                                                                sizeof(Smem)));
   HPMC_CHECK(per_sm >= 1, "fused MLP step: the kernel does not fit on a multiprocessor");
   // Two blocks per multiprocessor where they fit: 16 warps hide more latency
   // than 8, at a slightly dearer grid barrier.
@@ -1365,9 +1477,8 @@ void MlpStep::run(const uint8_t* images, const int32_t* labels, const int32_t* i
   net.counts_next = counts + (s_->parity ^ 1) * net.counts_total;
   s_->parity ^= 1;
   void* args[] = {&net};
-  HPMC_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(mlp_step_kernel),
-                                              dim3(unsigned(s_->blocks)), dim3(kThreads), args,
-                                              sizeof(Smem), nullptr));
+  HPMC_CUDA_CHECK(cudaLaunchCooperativeKernel(s_->kernel, dim3(unsigned(s_->blocks)),
+                                              dim3(kThreads), args, sizeof(Smem), nullptr));
   HPMC_CUDA_LAUNCH_CHECK("fused MLP step kernel");
   if (tracing) {
     Tensor h = trace.to_device(Device::kCPU);
@@ -1391,13 +1502,25 @@ void MlpStep::run(const uint8_t* images, const int32_t* labels, const int32_t* i
   }
 }
 
-bool mlp_step_supported(std::string* why) {
+bool mlp_step_supported(std::string* why, Precision precision) {
   if (device_count() == 0) {
     if (why) *why = "no CUDA device is visible";
     return false;
   }
   int dev = 0, coop = 0;
   HPMC_CUDA_CHECK(cudaGetDevice(&dev));
+  if (precision != Precision::kFp32) {
+    int major = 0, minor = 0;
+    HPMC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    HPMC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    if (major < 8) {
+      if (why)
+        *why = str("training.precision ", precision_name(precision),
+                   " needs tensor cores of compute capability 8.0 or newer; GPU ", dev, " is ",
+                   major, ".", minor);
+      return false;
+    }
+  }
   HPMC_CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
   if (!coop) {
     if (why) *why = "the device cannot launch cooperative kernels";

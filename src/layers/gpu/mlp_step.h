@@ -23,7 +23,10 @@
 //
 // The batch is read straight from the uint8 dataset on the device through the
 // epoch's index array (pixel / 255, rounded as gather_batch rounds it), so a
-// step is one launch and no copy. The products are FP32 FFMA. Sums run in a
+// step is one launch and no copy. The products are FP32 FFMA, or in tf32 and
+// bf16 (MlpStepDesc::precision) tensor-core mma.sync with FP32 sums, each
+// operand rounded as the layer-by-layer kernels round it (the head's short
+// per-sample products: FFMA on rounded operands). Sums run in a
 // fixed order (no atomics), so a step is deterministic; they are not the
 // layer-by-layer kernels' order, so the two paths agree to rounding, not bit
 // for bit (tests/test_gpu_fused.cpp holds them together).
@@ -36,6 +39,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "core/precision.h"
 
 namespace hpmc::gpu {
 
@@ -50,6 +55,9 @@ struct MlpStepDesc {
   std::vector<float*> vw, vb;        // momentum buffers; unused when momentum == 0
   float lr = 0, momentum = 0, weight_decay = 0;  // lr: until MlpStep::set_lr
   int max_batch = 0;
+  // The products' operands (core/precision.h); parameters, gradients, momenta,
+  // activations and sums stay FP32 in every precision.
+  Precision precision = Precision::kFp32;
 };
 
 class MlpStep {
@@ -83,8 +91,8 @@ class MlpStep {
   float lr_ = 0;
 };
 
-// Whether the current device can run the fused step (cooperative launch); if
-// not, *why says so.
-bool mlp_step_supported(std::string* why);
+// Whether the current device can run the fused step (cooperative launch, and
+// tensor cores for tf32 and bf16); if not, *why says so.
+bool mlp_step_supported(std::string* why, Precision precision = Precision::kFp32);
 
 }  // namespace hpmc::gpu
