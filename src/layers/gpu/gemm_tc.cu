@@ -2,17 +2,22 @@
 // op(A)·op(B) with operands rounded to tf32 or bf16 and FP32 sums.
 //
 // ---- shared memory ---------------------------------------------------------------------
-// Each operand's k-tile is 128 rows (m for A, n for B) × KT values of k, kept
-// row by row in 32-bit words: a bf16 word holds k = 2w (its lower half, as the
-// mma fragments want it) and 2w + 1; a tf32 word holds k = w. KT = 32 (bf16)
-// or 16 (tf32) is 16 words either way; rows are padded to kRowWords = 20, so
-// that a warp's fragment loads (rows g = lane/4 + const, words t = lane%4 +
-// const) fall in 32 distinct banks: 20·g + t mod 32 covers 0…31 for g < 8,
-// t < 4. Two buffers of both operands: 40 KB.
+// Each operand's k-tile is 128 rows (m for A, n for B) × KT values of k in
+// 32-bit words: a bf16 word holds k = 2w (its lower half, as the mma
+// fragments want it) and 2w + 1; a tf32 word holds k = w. KT = 32 (bf16) or
+// 16 (tf32) is 16 words either way. A k-contiguous operand (below) is kept
+// row by row, word [r][w] at r·kRowWords + w, rows padded to kRowWords = 20,
+// so that a warp's fragment loads (rows g = lane/4 + const, words t = lane%4
+// + const) fall in 32 distinct banks: 20·g + t mod 32 covers 0…31 for g < 8,
+// t < 4. A row-contiguous one is kept as it lies in memory, word by word
+// along k: [r][w] at w·kColWords + r, kColWords = 136, so that the same
+// loads fall in banks 8·t + g (distinct again) and a thread's 4 consecutive
+// rows are one 16-byte store. Two buffers of both operands: 40 KB.
 //
 // ---- fragments (PTX ISA: mma.m16n8k16 .bf16, mma.m16n8k8 .tf32) ------------------------
 // With g = lane/4, t = lane%4 and a k-step of 8 words starting at word w0
-// (16 bf16 or 8 tf32 values), both formats read the same words:
+// (16 bf16 or 8 tf32 values), both formats and both layouts read the same
+// words [r][w]:
 //   A (16×k, row)             a0 = [g][w0+t]  a1 = [g+8][w0+t]  a2 = [g][w0+4+t]  a3 = [g+8][w0+4+t]
 //   B (k×8, col; rows are n)  b0 = [g][w0+t]  b1 = [g][w0+4+t]
 //   C (16×8, FP32)            c0, c1 at (g, 2t), (g, 2t+1); c2, c3 at (g+8, 2t), (g+8, 2t+1)
@@ -23,8 +28,11 @@
 // plain, B transposed) or row-contiguous (at p[k·ld + r]: A transposed, B
 // plain), 4 consecutive values a thread (16-byte loads where the pointer and
 // ld allow, else 4-byte), past the matrix as zeros. k-contiguous values are
-// converted and stored 2 or 4 words at a time; row-contiguous ones are
-// scattered into 4 rows, one value each (half-word stores for bf16).
+// converted and stored 2 or 4 words at a time; row-contiguous ones 4 words
+// (4 rows) at a time, a bf16 thread holding the same rows at k = 2w and
+// 2w + 1 for its words (the first layout scattered them a half-word at a
+// time, 16 lanes to a bank: 4–9% of the peak where an operand was
+// row-contiguous; docs/gemm-large-tuning.md).
 //
 // ---- pipeline ----------------------------------------------------------------------------
 // Tile kt+1 is loaded into registers while the mma loop works on tile kt
@@ -48,10 +56,18 @@ namespace hpmc::gpu::gemm_tc {
 namespace {
 
 constexpr int kBM = 128, kBN = 128, kThreads = 256;
-constexpr int kRowWords = 20;  // 16 words of data, 4 of padding
+constexpr int kRowWords = 20;   // k-contiguous: a row's 16 words of data, 4 of padding
+constexpr int kColWords = 136;  // row-contiguous: a word's 128 rows, 8 of padding
 constexpr int kWarpM = 64, kWarpN = 32;  // 8 warps as 2 (m) × 4 (n)
 constexpr int kMmaM = kWarpM / 16, kMmaN = kWarpN / 8;  // 4 × 4 mma tiles a warp
 constexpr int kTileWords = kBM * kRowWords;
+static_assert(16 * kColWords <= kTileWords, "both layouts fit a tile's buffer");
+
+// Word [r][w] of a k-tile in shared memory (see above).
+template <bool KCONT>
+__device__ __forceinline__ uint32_t word(const uint32_t* s, int r, int w) {
+  return KCONT ? s[r * kRowWords + w] : s[w * kColWords + r];
+}
 
 // The operand formats (mma.cuh): rounding and the instruction.
 struct Tf32 {
@@ -68,7 +84,6 @@ struct Bf16 {
   __device__ __forceinline__ static uint32_t pair(float lo, float hi) {
     return gpu::mma::bf16x2(lo, hi);
   }
-  __device__ __forceinline__ static uint16_t half(float x) { return gpu::mma::bf16(x); }
   __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4],
                                              const uint32_t (&b)[2]) {
     gpu::mma::bf16_m16n8k16(d, a, b);
@@ -85,6 +100,13 @@ struct Operand {
   static_assert(G == KT / 8, "both mappings give a thread the same number of groups");
   float v[PER];
 
+  // Row-contiguous: the k (within the tile) of a thread's group i: tf32 one
+  // k a group (word k); bf16 the two k of a word in groups 2p and 2p + 1.
+  __device__ __forceinline__ static int kof(int i) {
+    const int w = threadIdx.x / 32;
+    return P::KT == Bf16::KT ? 2 * (w + (i >> 1) * 8) + (i & 1) : w + i * 8;
+  }
+
   __device__ __forceinline__ void load(const float* __restrict__ p, int ld, int R, int K,
                                        int r0, int k0, bool vec) {
     const int t = threadIdx.x;
@@ -92,7 +114,7 @@ struct Operand {
     for (int i = 0; i < G; ++i) {
       int r, k;
       if (KCONT) r = r0 + t / KV + i * RSTEP, k = k0 + (t % KV) * 4;
-      else r = r0 + (t % 32) * 4, k = k0 + t / 32 + i * 8;
+      else r = r0 + (t % 32) * 4, k = k0 + kof(i);
       const bool full = KCONT ? (r < R && k + 3 < K) : (k < K && r + 3 < R);
       const float* q = KCONT ? p + ((long long)r * ld + k) : p + ((long long)k * ld + r);
       if (vec && full) {
@@ -124,13 +146,19 @@ struct Operand {
           *reinterpret_cast<uint4*>(s + row * kRowWords + kk) = w;
         }
       } else {
-        const int kk = t / 32 + i * 8, row = (t % 32) * 4;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if constexpr (P::KT == Bf16::KT)
-            reinterpret_cast<uint16_t*>(s)[(row + j) * kRowWords * 2 + kk] = Bf16::half(v[4 * i + j]);
-          else
-            s[(row + j) * kRowWords + kk] = Tf32::one(v[4 * i + j]);
+        const int row = (t % 32) * 4;
+        if constexpr (P::KT == Bf16::KT) {
+          if (i % 2 == 0) {  // groups i (k = 2w) and i + 1 (k = 2w + 1) make word w
+            const float* lo = v + 4 * i;
+            const float* hi = v + 4 * i + 4;
+            const uint4 q = make_uint4(Bf16::pair(lo[0], hi[0]), Bf16::pair(lo[1], hi[1]),
+                                       Bf16::pair(lo[2], hi[2]), Bf16::pair(lo[3], hi[3]));
+            *reinterpret_cast<uint4*>(s + (kof(i) / 2) * kColWords + row) = q;
+          }
+        } else {
+          const uint4 q = make_uint4(Tf32::one(v[4 * i]), Tf32::one(v[4 * i + 1]),
+                                     Tf32::one(v[4 * i + 2]), Tf32::one(v[4 * i + 3]));
+          *reinterpret_cast<uint4*>(s + kof(i) * kColWords + row) = q;
         }
       }
     }
@@ -139,7 +167,7 @@ struct Operand {
 
 // C[M×N] (= or +=) op(A)·op(B); block (x, y) computes rows y·128…, columns x·128….
 template <class P, bool TA, bool TB>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     gemm_tc_kernel(int M, int N, int K, const float* __restrict__ A, int lda, bool vec_a,
                    const float* __restrict__ B, int ldb, bool vec_b, float* __restrict__ C,
                    int ldc, bool accumulate) {
@@ -180,17 +208,17 @@ __global__ void __launch_bounds__(kThreads)
       uint32_t a[kMmaM][4], b[kMmaN][2];
 #pragma unroll
       for (int i = 0; i < kMmaM; ++i) {
-        const uint32_t* r = sa + (wm * kWarpM + i * 16 + g) * kRowWords + w0 + tq;
-        a[i][0] = r[0];
-        a[i][1] = r[8 * kRowWords];
-        a[i][2] = r[4];
-        a[i][3] = r[8 * kRowWords + 4];
+        const int r = wm * kWarpM + i * 16 + g, w = w0 + tq;
+        a[i][0] = word<!TA>(sa, r, w);
+        a[i][1] = word<!TA>(sa, r + 8, w);
+        a[i][2] = word<!TA>(sa, r, w + 4);
+        a[i][3] = word<!TA>(sa, r + 8, w + 4);
       }
 #pragma unroll
       for (int j = 0; j < kMmaN; ++j) {
-        const uint32_t* r = sb + (wn * kWarpN + j * 8 + g) * kRowWords + w0 + tq;
-        b[j][0] = r[0];
-        b[j][1] = r[4];
+        const int r = wn * kWarpN + j * 8 + g, w = w0 + tq;
+        b[j][0] = word<TB>(sb, r, w);
+        b[j][1] = word<TB>(sb, r, w + 4);
       }
 #pragma unroll
       for (int i = 0; i < kMmaM; ++i)

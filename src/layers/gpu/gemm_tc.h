@@ -17,10 +17,12 @@
 // thread's fragment; the bits depend on the shape only. No cuBLAS.
 //
 // Block tile 128×128 with k-tiles of 32 (bf16) or 16 (tf32), 256 threads
-// as 2 × 4 warps of 64×32; the next k-tile is loaded into registers while
-// the tensor cores work on the current one from shared memory (two buffers).
-// This is the engine's first version: no split-K, no cp.async/TMA pipeline,
-// no wgmma; docs/gemm-large-tuning.md keeps its measurements.
+// as 2 × 4 warps of 64×32, two blocks a multiprocessor; the next k-tile is
+// loaded into registers while the tensor cores work on the current one from
+// shared memory (two buffers), each operand kept there in its own layout
+// (k-contiguous or row-contiguous) so that stores and fragment loads are
+// free of bank conflicts. Not yet: split-K, a cp.async/TMA pipeline,
+// ldmatrix, wgmma; docs/gemm-large-tuning.md keeps the measurements.
 #pragma once
 
 namespace hpmc::gpu::gemm_tc {
