@@ -659,5 +659,70 @@ TEST(PyTorchReference, RunsBf16OnTheCpuAndRefusesGraphModesThere) {
                    "default, bf16cl, graph, bf16clg)\n");
 }
 
+// bench/accuracy.py on the CPU (the real hpmc, synthetic data): each config
+// in each precision over the seeds, the table per config with the paired
+// differences from fp32 (accuracy for a classifier only), every run in the
+// JSON; a binary that cannot run leaves each run "failed" with its reason,
+// exit 1; what a precision cannot run is refused before anything runs.
+TEST(AccuracyScript, PrecisionsBesideFp32SeedBySeed) {
+  const std::string py = python_with("json");
+  if (py.empty()) GTEST_SKIP() << "no python3";
+  testing::TempDir t;
+  const std::string data =
+      " --hpmc-args '--set data.synthetic=true --set data.train_limit=128 --set "
+      "data.test_limit=32 --batch 32'";
+  Result r = run_in_source(py + " bench/accuracy.py --hpmc '" + testing::hpmc_binary() +
+                           "' --impl cpu --precisions bf16 --seeds 3,4 --runs "
+                           "fashion_mlp:1,fashion_ae:1" + data + " --out '" + t.path().string() +
+                           "'");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string md = testing::slurp(t.file("accuracy.md"));
+  for (const char* s :
+       {"### fashion_mlp, 1 epoch\n\n| precision | runs | test accuracy (mean) | − fp32, mean "
+        "(points) | − fp32, largest (points) | test loss (mean) | − fp32, mean | − fp32, largest |",
+        "\n| fp32 | 2 | ", "\n| bf16 | 2 | ",
+        "### fashion_ae, 1 epoch\n\n| precision | runs | test loss (mean) | − fp32, mean | − fp32, "
+        "largest |\n"})
+    EXPECT_NE(md.find(s), std::string::npos) << s << "\n" << md;
+  EXPECT_EQ(md.find("Failed"), std::string::npos) << md;
+  const JsonValue j = parse_json(testing::slurp(t.file("accuracy.json")));
+  const JsonValue& runs = member(j, "runs");
+  ASSERT_EQ(runs.items.size(), 8u);  // 2 configs × 2 precisions × 2 seeds
+  for (const JsonValue& run : runs.items) {
+    EXPECT_GT(number(run, "test_loss"), 0);
+    EXPECT_NE(member(run, "command").text.find("--set training.seed="), std::string::npos);
+  }
+
+  r = run_in_source(py + " bench/accuracy.py --hpmc /nonexistent/hpmc --impl cpu --precisions "
+                         "bf16 --seeds 1 --runs fashion_mlp:1 --out '" + t.path().string() + "'");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const std::string failed = testing::slurp(t.file("accuracy.md"));
+  EXPECT_NE(failed.find("**Failed (2):**\n* fashion_mlp fp32 seed 1: could not start "
+                        "/nonexistent/hpmc"),
+            std::string::npos)
+      << failed;
+
+  const std::string acc = py + " bench/accuracy.py --hpmc /nonexistent --out /nonexistent ";
+  const std::pair<const char*, const char*> cases[] = {
+      {"--impl cpu",
+       "accuracy.py: error: --precisions tf32: tf32 is a tensor-core format: it needs --device "
+       "cuda (hpmc refuses it on the CPU)\n"},
+      {"--impl tiled --precisions bf16",
+       "accuracy.py: error: --precisions bf16: --impl tiled runs fp32 only (the FP32 reference "
+       "kernels); time bf16 with --impl im2col\n"},
+      {"--runs fashion_mlp:0",
+       "accuracy.py: error: --runs fashion_mlp:0: expected CONFIG:EPOCHS with EPOCHS >= 1, e.g. "
+       "fashion_mlp:3\n"},
+      {"--runs nope:3", "accuracy.py: error: --runs nope:3: there is no configs/nope.yaml\n"},
+      {"--seeds 1,x", "accuracy.py: error: --seeds 1,x: expected integers, e.g. 1,2,3\n"},
+  };
+  for (const auto& [flags, message] : cases) {
+    Result e = run_in_source(acc + flags);
+    EXPECT_EQ(e.code, 2) << flags;
+    EXPECT_EQ(e.err, message) << flags;
+    EXPECT_EQ(e.out, "") << flags;
+  }
+}
+
 }  // namespace
 }  // namespace hpmc
