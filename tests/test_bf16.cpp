@@ -20,6 +20,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/bf16.h"
@@ -407,6 +408,31 @@ TEST(Bf16Gemm, Avx512Bf16PrepackedAIsBitIdentical) {
         ASSERT_EQ(0, std::memcmp(want2.data(), got2.data(), got2.size() * sizeof(float)))
             << "a second product with the same pack differs";
       }
+}
+
+// A product wider than one 384-column block packs A once, whole, for all of
+// its column blocks (bf16gemm_avx512.cpp): the same bits as the product in
+// pieces of at most one block, which pack A block by block, for every
+// transpose, K over two blocks and odd, M over several row blocks.
+TEST(Bf16Gemm, Avx512Bf16WideProductMatchesOneBlockPieces) {
+  SKIP_WITHOUT_AVX512_BF16();
+  uint64_t seed = 500;
+  for (int t = 0; t < 4; ++t)
+    for (const auto& [alpha, beta] : {std::pair{1.f, 1.f}, {-0.5f, 0.f}}) {
+      const Case cs{bool(t & 1), bool(t & 2), 203, 1001, 1061, alpha, beta, 1};
+      SCOPED_TRACE(cs.name());
+      const Operands o(cs, seed++);
+      const std::vector<float> whole = run(bf16gemm_avx512, cs, o);
+      std::vector<float> pieces = o.c0;
+      for (int j0 = 0; j0 < cs.n; j0 += 300) {
+        const int nj = std::min(300, cs.n - j0);
+        const float* b = cs.tb ? o.b.data() + size_t(j0) * o.ldb : o.b.data() + j0;
+        bf16gemm_avx512(cs.ta, cs.tb, cs.m, nj, cs.k, cs.alpha, o.a.data(), o.lda, b, o.ldb,
+                        cs.beta, pieces.data() + j0, o.ldc);
+      }
+      ASSERT_EQ(0, std::memcmp(whole.data(), pieces.data(), whole.size() * sizeof(float)))
+          << "the wide product differs from its pieces";
+    }
 }
 
 // Special operands: a NaN or an infinity reaches the elements whose sums it

@@ -46,6 +46,8 @@
 // at mr·pc2, and its M block at row ic the run at mr·pc2 + ic·kc2 (ic is a
 // multiple of kMR), word for word the Ap that pack_a writes for it: the
 // micro-kernel gets the same words in the same calls, hence the same bits.
+// A product whose N takes several column blocks packs a small A that way
+// itself, once, instead of once a column block (gemm_blocked).
 //
 // Every function here carries a target attribute instead of relying on the
 // build's -march: bf16gemm.cpp calls in only when the CPU has AVX512_BF16.
@@ -235,9 +237,32 @@ inline int kc2_for(int k) {
 
 inline int m_room_for(int m) { return (m + kMR - 1) / kMR * kMR; }
 
+// The largest A (in words) that a product over several column blocks packs
+// whole, once, rather than block by block again for each column block: 4 MiB
+// a thread, kept (a_pack only grows). Packing it whole writes half the bytes
+// of A's floats once, where packing it per column block reads all of them
+// for every block.
+constexpr size_t kWholeAWords = size_t(1) << 20;
+
+// ap ← all of op(A) (m × k) in the prepacked layout of the header.
+// gemm_blocked's K blocks, each packed for all M rows at once: pack_a packs
+// micro-panel by micro-panel, so one call over M writes what its calls per M
+// block would, each at its block's place.
+HPMC_BF16 void pack_a_whole(bool trans, const float* a, ptrdiff_t lda, int m, int k, uint32_t* ap) {
+  const int k2 = (k + 1) / 2, kc2_max = kc2_for(k);
+  const ptrdiff_t m_room = m_room_for(m);
+  for (int pc2 = 0; pc2 < k2; pc2 += kc2_max) {
+    const int kc2 = std::min(kc2_max, k2 - pc2);
+    const int p0 = 2 * pc2, kc = std::min(2 * kc2, k - p0);
+    pack_a(trans, a, lda, 0, m, p0, kc, ap + m_room * pc2);
+  }
+}
+
 // The loops of the header. A comes packed (`a_packed`, laid out as the header
-// says: a is then not read) or is packed block by block from `a` (a_packed
-// null).
+// says: a is then not read) or is packed from `a` (a_packed null): block by
+// block as the loops reach it, or, where N takes several column blocks and A
+// is at most kWholeAWords, whole before the loops, so that it is packed once
+// rather than once a column block (the same words either way).
 template <int NV>
 HPMC_BF16 void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                             const float* a, ptrdiff_t lda, const uint32_t* a_packed,
@@ -250,7 +275,14 @@ HPMC_BF16 void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, flo
   const int mc_room = (std::min(m, kMC) + kMR - 1) / kMR * kMR;
   const ptrdiff_t m_room = m_room_for(m);
   uint32_t* bp = b_pack.get(size_t(kc2_max) * nc_room);
-  uint32_t* ap = a_packed ? nullptr : a_pack.get(size_t(kc2_max) * mc_room);
+  uint32_t* ap = nullptr;
+  if (!a_packed && n > NC && size_t(m_room) * size_t(k2) <= kWholeAWords) {
+    ap = a_pack.get(size_t(m_room) * size_t(k2));
+    pack_a_whole(trans_a, a, lda, m, k, ap);
+    a_packed = ap;
+  } else if (!a_packed) {
+    ap = a_pack.get(size_t(kc2_max) * mc_room);
+  }
 
   for (int jc = 0; jc < n; jc += NC) {
     const int nc = std::min(NC, n - jc);
@@ -311,9 +343,7 @@ void bf16gemm_pack_a(bool trans_a, int m, int k, const float* a, int lda, Bf16Pa
   out.m = std::max(m, 0);
   out.k = std::max(k, 0);
   if (m <= 0 || k <= 0) return;  // no words: a product with it only scales C
-  const int k2 = (k + 1) / 2, kc2_max = kc2_for(k);
-  const ptrdiff_t m_room = m_room_for(m);
-  const size_t count = size_t(m_room) * size_t(k2);
+  const size_t count = size_t(m_room_for(m)) * size_t((k + 1) / 2);
   if (count > out.capacity) {
     out.words.reset();
     out.capacity = 0;
@@ -322,14 +352,7 @@ void bf16gemm_pack_a(bool trans_a, int m, int k, const float* a, int lda, Bf16Pa
     out.words.reset(static_cast<uint32_t*>(p));
     out.capacity = count;
   }
-  // gemm_blocked's K blocks, each packed for all M rows at once: pack_a
-  // packs micro-panel by micro-panel, so one call over M writes what its
-  // calls per M block would, each at its block's place.
-  for (int pc2 = 0; pc2 < k2; pc2 += kc2_max) {
-    const int kc2 = std::min(kc2_max, k2 - pc2);
-    const int p0 = 2 * pc2, kc = std::min(2 * kc2, k - p0);
-    pack_a(trans_a, a, lda, 0, m, p0, kc, out.words.get() + m_room * pc2);
-  }
+  pack_a_whole(trans_a, a, lda, m, k, out.words.get());
 }
 
 void bf16gemm_avx512_packed_a(const Bf16PackedA& a, bool trans_b, int n, float alpha,
