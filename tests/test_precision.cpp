@@ -470,6 +470,28 @@ TEST(PrecisionLayers, Conv2dBf16PackedWeightsGiveThePerImageBits) {
   }
 }
 
+// A bf16 conv layer on the gemm path counts the weights it packs once a pass
+// in its workspace (where the avx512_bf16 path packs them); the thin path
+// and fp32 pack none.
+TEST(PrecisionLayers, Conv2dBf16WorkspaceCountsThePackedWeights) {
+  const Shape in(4, 130, 7, 5);
+  for (const char* keys : {"{out_channels: 21, kernel: 3, padding: 1}",
+                           "{out_channels: 3, kernel: 3, padding: 1}"}) {
+    SCOPED_TRACE(keys);
+    LayerPtr bf = make_layer("conv2d", keys, Impl::kCpu, in, "l", Precision::kBf16);
+    LayerPtr fp = make_layer("conv2d", keys, Impl::kCpu, in, "l", Precision::kFp32);
+    const Conv2dShape sh = dynamic_cast<const Conv2dSpec&>(*bf).conv_shape(in);
+    const size_t packed = cpu::conv2d_packed_weights_bytes(sh, Precision::kBf16);
+    EXPECT_EQ(bf->workspace_bytes(in), fp->workspace_bytes(in) + packed);
+    EXPECT_EQ(cpu::conv2d_packed_weights_bytes(sh, Precision::kFp32), 0u);
+    if (cpu::conv2d_thin_applies(sh, Precision::kBf16) ||
+        bf16gemm_path() != Bf16GemmPath::kAvx512Bf16)
+      EXPECT_EQ(packed, 0u);
+    else  // the forward's W, 21 rows (24 in 8-row panels) of 585 pairs, over W^T's 1176 × 11
+      EXPECT_EQ(packed, size_t(24) * 585 * 4);
+  }
+}
+
 TEST(PrecisionLayers, ConvTranspose2dInBf16) {
   // Its products through the scatter definition (conv_transpose_reference.h
   // in the other tests): x[n][c][i][j]·w[c][o][r][s] lands on

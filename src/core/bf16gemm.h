@@ -74,6 +74,9 @@ struct Bf16PackedA {
 // Packs op(A) (m × k; A as bf16gemm takes it) into `out`. Both require
 // bf16gemm_avx512_supported(): elsewhere, call bf16gemm with A each time.
 void bf16gemm_pack_a(bool trans_a, int m, int k, const float* a, int lda, Bf16PackedA& out);
+// The words bf16gemm_pack_a keeps for an m × k op(A) (0 where the
+// avx512_bf16 path is not built), for memory estimates.
+size_t bf16gemm_packed_a_words(int m, int k);
 // C[M×N] = alpha · op(Â) · op(B̂) + beta · C for a packed op(A) (M = a.m,
 // K = a.k): bf16gemm_avx512 with A already packed.
 void bf16gemm_avx512_packed_a(const Bf16PackedA& a, bool trans_b, int n, float alpha,

@@ -343,7 +343,7 @@ void bf16gemm_pack_a(bool trans_a, int m, int k, const float* a, int lda, Bf16Pa
   out.m = std::max(m, 0);
   out.k = std::max(k, 0);
   if (m <= 0 || k <= 0) return;  // no words: a product with it only scales C
-  const size_t count = size_t(m_room_for(m)) * size_t((k + 1) / 2);
+  const size_t count = bf16gemm_packed_a_words(m, k);
   if (count > out.capacity) {
     out.words.reset();
     out.capacity = 0;
@@ -353,6 +353,10 @@ void bf16gemm_pack_a(bool trans_a, int m, int k, const float* a, int lda, Bf16Pa
     out.capacity = count;
   }
   pack_a_whole(trans_a, a, lda, m, k, out.words.get());
+}
+
+size_t bf16gemm_packed_a_words(int m, int k) {
+  return m <= 0 || k <= 0 ? 0 : size_t(m_room_for(m)) * size_t((k + 1) / 2);
 }
 
 void bf16gemm_avx512_packed_a(const Bf16PackedA& a, bool trans_b, int n, float alpha,
@@ -375,6 +379,8 @@ void bf16gemm_avx512(bool, bool, int, int, int, float, const float*, int, const 
 void bf16gemm_pack_a(bool, int, int, const float*, int, Bf16PackedA&) {
   throw RuntimeError("hpmc's AVX512_BF16 GEMM is not built for this CPU architecture");
 }
+
+size_t bf16gemm_packed_a_words(int, int) { return 0; }
 
 void bf16gemm_avx512_packed_a(const Bf16PackedA&, bool, int, float, const float*, int, float,
                               float*, int) {

@@ -443,6 +443,19 @@ void conv2d_gemm_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
 
 // ---- the choice of path -----------------------------------------------------------
 
+// The bytes the workspace's packed weights (Conv2dWorkspace::w_packed) hold
+// after a layer's passes in `prec`: the larger of the forward's and the input
+// gradient's pack where they take the gemm path in bf16 on avx512_bf16, else
+// 0. For memory estimates (Layer::workspace_bytes).
+inline size_t conv2d_packed_weights_bytes(const Conv2dShape& sh, Precision prec) {
+  if (prec != Precision::kBf16 || bf16gemm_path() != Bf16GemmPath::kAvx512Bf16 ||
+      conv2d_thin_applies(sh, prec))
+    return 0;
+  return std::max(bf16gemm_packed_a_words(sh.K, sh.col_rows()),
+                  bf16gemm_packed_a_words(sh.col_rows(), sh.K)) *
+         sizeof(uint32_t);
+}
+
 // Where conv2d_thin_applies(sh, prec) (fp32: kernels larger than 1x1 with
 // K ≤ 16 or outputs at least 8 wide; bf16: larger than 1x1 with K ≤ 16) the
 // direct kernels of conv2d_thin.h run, elsewhere im2col + gemm. Same
