@@ -20,6 +20,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/bf16.h"
@@ -362,6 +363,76 @@ TEST(Bf16Gemm, Avx512Bf16SplitsAndRepeatsAreBitIdentical) {
   SKIP_WITHOUT_AVX512_BF16();
   // K: three blocks of pairs and an odd end.
   testing::expect_pieces_and_repeats_bit_identical(bf16gemm_avx512, 64, 200, 2101, 7);
+}
+
+// A prepacked A (bf16gemm_pack_a) gives the bits of the unpacked call, C's
+// padding included: shapes off every tile and block size (several M blocks
+// of 192 rows, N past a 384-column block, K odd and over one 512-pair block),
+// both transposes of each operand, alpha/beta variants (beta = 0 over a NaN
+// C, alpha = 0 and k = 0 only scaling C), and one packed object reused: a
+// larger pack after a smaller one grows it, a smaller one after a larger
+// reuses its words, and one pack serves several B.
+TEST(Bf16Gemm, Avx512Bf16PrepackedAIsBitIdentical) {
+  SKIP_WITHOUT_AVX512_BF16();
+  const int shapes[][3] = {{1, 1, 1},      {3, 5, 17},     {17, 33, 5},    {33, 17, 257},
+                           {257, 33, 17},  {9, 49, 1025},  {3, 3, 2049},   {200, 401, 1061},
+                           {385, 20, 1031}, {20, 800, 3},   {130, 50, 2305}, {1, 1, 0},
+                           {0, 5, 3},      {5, 0, 3},      {128, 256, 2304}, {2304, 256, 128}};
+  const float ab[][2] = {{1.f, 0.f}, {1.f, 1.f}, {-1.5f, 0.f}, {0.5f, -2.f}, {0.f, 0.75f}};
+  Bf16PackedA packed;  // one object through the whole sweep
+  uint64_t seed = 300;
+  for (const auto& s : shapes)
+    for (int t = 0; t < 4; ++t)
+      for (const auto& [alpha, beta] : ab) {
+        const Case cs{bool(t & 1), bool(t & 2), s[0], s[1], s[2], alpha, beta, int(seed % 3)};
+        SCOPED_TRACE(cs.name());
+        const Operands o(cs, seed++);
+        const std::vector<float> want = run(bf16gemm_avx512, cs, o);
+        bf16gemm_pack_a(cs.ta, cs.m, cs.k, o.a.data(), o.lda, packed);
+        EXPECT_EQ(packed.trans, cs.ta);
+        EXPECT_EQ(packed.m, cs.m);
+        EXPECT_EQ(packed.k, cs.k);
+        std::vector<float> got = o.c0;
+        bf16gemm_avx512_packed_a(packed, cs.tb, cs.n, cs.alpha, o.b.data(), o.ldb, cs.beta,
+                                 got.data(), o.ldc);
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+            << "the prepacked product differs from the unpacked one";
+        // The same pack with a second B and C (o2's, with o's A): its words
+        // are only read.
+        const Operands o2(cs, seed + 1000);
+        std::vector<float> want2 = o2.c0, got2 = o2.c0;
+        bf16gemm_avx512(cs.ta, cs.tb, cs.m, cs.n, cs.k, cs.alpha, o.a.data(), o.lda, o2.b.data(),
+                        o2.ldb, cs.beta, want2.data(), o2.ldc);
+        bf16gemm_avx512_packed_a(packed, cs.tb, cs.n, cs.alpha, o2.b.data(), o2.ldb, cs.beta,
+                                 got2.data(), o2.ldc);
+        ASSERT_EQ(0, std::memcmp(want2.data(), got2.data(), got2.size() * sizeof(float)))
+            << "a second product with the same pack differs";
+      }
+}
+
+// A product wider than one 384-column block packs A once, whole, for all of
+// its column blocks (bf16gemm_avx512.cpp): the same bits as the product in
+// pieces of at most one block, which pack A block by block, for every
+// transpose, K over two blocks and odd, M over several row blocks.
+TEST(Bf16Gemm, Avx512Bf16WideProductMatchesOneBlockPieces) {
+  SKIP_WITHOUT_AVX512_BF16();
+  uint64_t seed = 500;
+  for (int t = 0; t < 4; ++t)
+    for (const auto& [alpha, beta] : {std::pair{1.f, 1.f}, {-0.5f, 0.f}}) {
+      const Case cs{bool(t & 1), bool(t & 2), 203, 1001, 1061, alpha, beta, 1};
+      SCOPED_TRACE(cs.name());
+      const Operands o(cs, seed++);
+      const std::vector<float> whole = run(bf16gemm_avx512, cs, o);
+      std::vector<float> pieces = o.c0;
+      for (int j0 = 0; j0 < cs.n; j0 += 300) {
+        const int nj = std::min(300, cs.n - j0);
+        const float* b = cs.tb ? o.b.data() + size_t(j0) * o.ldb : o.b.data() + j0;
+        bf16gemm_avx512(cs.ta, cs.tb, cs.m, nj, cs.k, cs.alpha, o.a.data(), o.lda, b, o.ldb,
+                        cs.beta, pieces.data() + j0, o.ldc);
+      }
+      ASSERT_EQ(0, std::memcmp(whole.data(), pieces.data(), whole.size() * sizeof(float)))
+          << "the wide product differs from its pieces";
+    }
 }
 
 // Special operands: a NaN or an infinity reaches the elements whose sums it

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -19,9 +20,11 @@
 #include "cli_runner.h"
 #include "gpu_testing.h"
 #include "core/bf16.h"
+#include "core/bf16gemm.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "io/safetensors.h"
+#include "layers/cpu/conv2d_ops.h"
 #include "layers/cpu/conv2d_thin.h"
 #include "layers/layer.h"
 #include "model/config.h"
@@ -404,6 +407,88 @@ TEST(PrecisionLayers, Conv2dInBf16OnTheThinPath) {
         << c.keys;
     check_bf16_layer("conv2d", c.keys, c.in,
                      [&](const Layer& x) { return conv2d_of(x, c.in); });
+  }
+}
+
+// The gemm path's forward and input-gradient passes in bf16 pack the weights
+// once per call where bf16gemm runs avx512_bf16 (conv2d_ops.h): their bits
+// are those of one bf16gemm call per image with the weights as they are
+// (im2col, the product, col2im), which they were before. Shapes with a
+// weight K past one 512-pair block (130·3·3 = 1170), odd everything, a
+// stride, and a pointwise kernel (no im2col); a second call after another
+// shape repacks into the same workspace.
+TEST(PrecisionLayers, Conv2dBf16PackedWeightsGiveThePerImageBits) {
+  std::printf("  bf16 GEMM path: %s\n", bf16gemm_path_name(bf16gemm_path()));
+  const Conv2dShape shapes[] = {
+      make_conv2d_shape(3, 130, 7, 5, 21, 3, 3, 1, 1),
+      make_conv2d_shape(2, 7, 11, 10, 33, 3, 3, 2, 0),
+      make_conv2d_shape(3, 19, 5, 3, 37, 1, 1, 1, 0),
+      make_conv2d_shape(3, 130, 7, 5, 21, 3, 3, 1, 1),
+  };
+  cpu::Conv2dWorkspace<float> ws;
+  Rng rng(23);
+  for (const Conv2dShape& sh : shapes) {
+    SCOPED_TRACE("C=" + std::to_string(sh.C) + " K=" + std::to_string(sh.K) +
+                 " R=" + std::to_string(sh.R) + " stride=" + std::to_string(sh.stride));
+    ASSERT_FALSE(cpu::conv2d_thin_applies(sh, Precision::kBf16));
+    auto draw = [&](size_t n) {
+      std::vector<float> v(n);
+      for (float& f : v) f = rng.uniform(-1.f, 1.f);
+      return v;
+    };
+    const int rows = sh.col_rows(), cols = sh.col_cols();
+    const std::vector<float> x = draw(size_t(sh.N) * sh.in_sample()), w = draw(sh.weight_count()),
+                             b = draw(size_t(sh.K)), dy = draw(size_t(sh.N) * sh.out_sample());
+    std::vector<float> y(dy.size()), dx(x.size()), y_ref(dy.size()), dx_ref(x.size());
+    cpu::conv2d_gemm_forward(sh, x.data(), w.data(), b.data(), y.data(), ws, Precision::kBf16);
+    cpu::conv2d_gemm_backward_data(sh, dy.data(), w.data(), dx.data(), ws, Precision::kBf16);
+    std::vector<float> col(size_t(rows) * cols);
+    for (int n = 0; n < sh.N; ++n) {
+      const float* xn = x.data() + n * sh.in_sample();
+      float* yn = y_ref.data() + n * sh.out_sample();
+      const float* c = xn;
+      if (!sh.is_pointwise()) {
+        cpu::im2col(sh, xn, col.data());
+        c = col.data();
+      }
+      for (int k = 0; k < sh.K; ++k)
+        std::fill(yn + size_t(k) * cols, yn + size_t(k + 1) * cols, b[size_t(k)]);
+      bf16gemm(false, false, sh.K, cols, rows, 1.f, w.data(), rows, c, cols, 1.f, yn, cols);
+      const float* dyn = dy.data() + n * sh.out_sample();
+      float* dxn = dx_ref.data() + n * sh.in_sample();
+      if (sh.is_pointwise()) {
+        bf16gemm(true, false, rows, cols, sh.K, 1.f, w.data(), rows, dyn, cols, 0.f, dxn, cols);
+        continue;
+      }
+      bf16gemm(true, false, rows, cols, sh.K, 1.f, w.data(), rows, dyn, cols, 0.f, col.data(),
+               cols);
+      std::fill(dxn, dxn + sh.in_sample(), 0.f);
+      cpu::col2im(sh, col.data(), dxn);
+    }
+    EXPECT_EQ(0, std::memcmp(y.data(), y_ref.data(), y.size() * sizeof(float))) << "y";
+    EXPECT_EQ(0, std::memcmp(dx.data(), dx_ref.data(), dx.size() * sizeof(float))) << "dx";
+  }
+}
+
+// A bf16 conv layer on the gemm path counts the weights it packs once a pass
+// in its workspace (where the avx512_bf16 path packs them); the thin path
+// and fp32 pack none.
+TEST(PrecisionLayers, Conv2dBf16WorkspaceCountsThePackedWeights) {
+  const Shape in(4, 130, 7, 5);
+  for (const char* keys : {"{out_channels: 21, kernel: 3, padding: 1}",
+                           "{out_channels: 3, kernel: 3, padding: 1}"}) {
+    SCOPED_TRACE(keys);
+    LayerPtr bf = make_layer("conv2d", keys, Impl::kCpu, in, "l", Precision::kBf16);
+    LayerPtr fp = make_layer("conv2d", keys, Impl::kCpu, in, "l", Precision::kFp32);
+    const Conv2dShape sh = dynamic_cast<const Conv2dSpec&>(*bf).conv_shape(in);
+    const size_t packed = cpu::conv2d_packed_weights_bytes(sh, Precision::kBf16);
+    EXPECT_EQ(bf->workspace_bytes(in), fp->workspace_bytes(in) + packed);
+    EXPECT_EQ(cpu::conv2d_packed_weights_bytes(sh, Precision::kFp32), 0u);
+    if (cpu::conv2d_thin_applies(sh, Precision::kBf16) ||
+        bf16gemm_path() != Bf16GemmPath::kAvx512Bf16)
+      EXPECT_EQ(packed, 0u);
+    else  // the forward's W, 21 rows (24 in 8-row panels) of 585 pairs, over W^T's 1176 × 11
+      EXPECT_EQ(packed, size_t(24) * 585 * 4);
   }
 }
 

@@ -27,6 +27,11 @@
 // gives the same bits as one call. The fallback is as deterministic as sgemm.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
 namespace hpmc {
 
 enum class Bf16GemmPath { kAvx512Bf16, kFallback };
@@ -47,5 +52,34 @@ void bf16gemm_avx512(bool trans_a, bool trans_b, int m, int n, int k, float alph
 void bf16gemm_fallback(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                        const float* a, int lda, const float* b, int ldb, float beta, float* c,
                        int ldc);
+
+// An A operand packed once for several avx512_bf16 products with it: op(A)
+// rounded to bf16 and laid out as the kernel's loops read it (the layout:
+// bf16gemm_avx512.cpp), so that a product with many B — a convolution's
+// weights with each image's column matrix — packs A once instead of once a
+// call. bf16gemm_avx512_packed_a gives the bits bf16gemm_avx512 gives for
+// the same operands. The words are grown on demand and kept for the next
+// pack into the same object; packing is the only writer, products only read
+// them (several threads may share one packed A).
+struct Bf16PackedA {
+  struct Free {
+    void operator()(uint32_t* p) const { std::free(p); }
+  };
+  bool trans = false;  // A was given transposed: op(A) = A^T
+  int m = 0, k = 0;    // op(A) is m × k
+  std::unique_ptr<uint32_t[], Free> words;  // 64-byte aligned
+  size_t capacity = 0;                      // words allocated
+};
+
+// Packs op(A) (m × k; A as bf16gemm takes it) into `out`. Both require
+// bf16gemm_avx512_supported(): elsewhere, call bf16gemm with A each time.
+void bf16gemm_pack_a(bool trans_a, int m, int k, const float* a, int lda, Bf16PackedA& out);
+// The words bf16gemm_pack_a keeps for an m × k op(A) (0 where the
+// avx512_bf16 path is not built), for memory estimates.
+size_t bf16gemm_packed_a_words(int m, int k);
+// C[M×N] = alpha · op(Â) · op(B̂) + beta · C for a packed op(A) (M = a.m,
+// K = a.k): bf16gemm_avx512 with A already packed.
+void bf16gemm_avx512_packed_a(const Bf16PackedA& a, bool trans_b, int n, float alpha,
+                              const float* b, int ldb, float beta, float* c, int ldc);
 
 }  // namespace hpmc

@@ -38,6 +38,17 @@
 // blocks add alpha·acc onto C, so each element's sum order is fixed by K
 // alone (bf16gemm.h, determinism).
 //
+// A prepacked A (Bf16PackedA, bf16gemm_pack_a) holds what the loops above
+// pack into Ap for every (K block, M block), all blocks side by side: K
+// block by K block (the same cut, from k alone), each block all M rows as
+// pack_a lays out one M block, in kMR-row micro-panels. With mr = M rounded
+// up to kMR, the block of kc2 pairs starting at pair pc2 is the mr·kc2 words
+// at mr·pc2, and its M block at row ic the run at mr·pc2 + ic·kc2 (ic is a
+// multiple of kMR), word for word the Ap that pack_a writes for it: the
+// micro-kernel gets the same words in the same calls, hence the same bits.
+// A product whose N takes several column blocks packs a small A that way
+// itself, once, instead of once a column block (gemm_blocked).
+//
 // Every function here carries a target attribute instead of relying on the
 // build's -march: bf16gemm.cpp calls in only when the CPU has AVX512_BF16.
 #include "core/bf16gemm.h"
@@ -216,20 +227,62 @@ HPMC_BF16 void micro_kernel(int kc2, const uint32_t* __restrict a, const uint32_
   store_tile<NV>(acc, c, ldc, mr, nr, alpha, beta);
 }
 
-template <int NV>
-HPMC_BF16 void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
-                            const float* a, ptrdiff_t lda, const float* b, ptrdiff_t ldb,
-                            float beta, float* c, ptrdiff_t ldc) {
-  constexpr int NR = 16 * NV;
-  constexpr int NC = kNC / NR * NR;
-  // Near-equal blocks of pairs: the cut depends on k alone (bf16gemm.h).
+// The pairs in a K block: near-equal blocks of at most kKC pairs, the cut
+// decided by k alone (bf16gemm.h).
+inline int kc2_for(int k) {
   const int k2 = (k + 1) / 2;
   const int kblocks = kblocks_for(k2, kKC);
-  const int kc2_max = (k2 + kblocks - 1) / kblocks;
+  return (k2 + kblocks - 1) / kblocks;
+}
+
+inline int m_room_for(int m) { return (m + kMR - 1) / kMR * kMR; }
+
+// The largest A (in words) that a product over several column blocks packs
+// whole, once, rather than block by block again for each column block: 4 MiB
+// a thread, kept (a_pack only grows). Packing it whole writes half the bytes
+// of A's floats once, where packing it per column block reads all of them
+// for every block.
+constexpr size_t kWholeAWords = size_t(1) << 20;
+
+// ap ← all of op(A) (m × k) in the prepacked layout of the header.
+// gemm_blocked's K blocks, each packed for all M rows at once: pack_a packs
+// micro-panel by micro-panel, so one call over M writes what its calls per M
+// block would, each at its block's place.
+HPMC_BF16 void pack_a_whole(bool trans, const float* a, ptrdiff_t lda, int m, int k, uint32_t* ap) {
+  const int k2 = (k + 1) / 2, kc2_max = kc2_for(k);
+  const ptrdiff_t m_room = m_room_for(m);
+  for (int pc2 = 0; pc2 < k2; pc2 += kc2_max) {
+    const int kc2 = std::min(kc2_max, k2 - pc2);
+    const int p0 = 2 * pc2, kc = std::min(2 * kc2, k - p0);
+    pack_a(trans, a, lda, 0, m, p0, kc, ap + m_room * pc2);
+  }
+}
+
+// The loops of the header. A comes packed (`a_packed`, laid out as the header
+// says: a is then not read) or is packed from `a` (a_packed null): block by
+// block as the loops reach it, or, where N takes several column blocks and A
+// is at most kWholeAWords, whole before the loops, so that it is packed once
+// rather than once a column block (the same words either way).
+template <int NV>
+HPMC_BF16 void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                            const float* a, ptrdiff_t lda, const uint32_t* a_packed,
+                            const float* b, ptrdiff_t ldb, float beta, float* c, ptrdiff_t ldc) {
+  constexpr int NR = 16 * NV;
+  constexpr int NC = kNC / NR * NR;
+  const int k2 = (k + 1) / 2;
+  const int kc2_max = kc2_for(k);
   const int nc_room = (std::min(n, NC) + NR - 1) / NR * NR;
   const int mc_room = (std::min(m, kMC) + kMR - 1) / kMR * kMR;
+  const ptrdiff_t m_room = m_room_for(m);
   uint32_t* bp = b_pack.get(size_t(kc2_max) * nc_room);
-  uint32_t* ap = a_pack.get(size_t(kc2_max) * mc_room);
+  uint32_t* ap = nullptr;
+  if (!a_packed && n > NC && size_t(m_room) * size_t(k2) <= kWholeAWords) {
+    ap = a_pack.get(size_t(m_room) * size_t(k2));
+    pack_a_whole(trans_a, a, lda, m, k, ap);
+    a_packed = ap;
+  } else if (!a_packed) {
+    ap = a_pack.get(size_t(kc2_max) * mc_room);
+  }
 
   for (int jc = 0; jc < n; jc += NC) {
     const int nc = std::min(NC, n - jc);
@@ -240,11 +293,15 @@ HPMC_BF16 void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, flo
       pack_b<NV>(trans_b, b, ldb, p0, kc, jc, nc, bp);
       for (int ic = 0; ic < m; ic += kMC) {
         const int mc = std::min(kMC, m - ic);
-        pack_a(trans_a, a, lda, ic, mc, p0, kc, ap);
+        const uint32_t* apc = ap;
+        if (a_packed)
+          apc = a_packed + m_room * pc2 + ptrdiff_t(ic) * kc2;
+        else
+          pack_a(trans_a, a, lda, ic, mc, p0, kc, ap);
         for (int ir = 0; ir < mc; ir += kMR) {
           const int mr = std::min(kMR, mc - ir);
           for (int jr = 0; jr < nc; jr += NR)
-            micro_kernel<NV>(kc2, ap + ptrdiff_t(ir) * kc2, bp + ptrdiff_t(jr) * kc2,
+            micro_kernel<NV>(kc2, apc + ptrdiff_t(ir) * kc2, bp + ptrdiff_t(jr) * kc2,
                              c + (ic + ir) * ldc + jc + jr, ldc, mr, std::min(NR, nc - jr), alpha,
                              beta_block);
         }
@@ -253,10 +310,10 @@ HPMC_BF16 void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, flo
   }
 }
 
-}  // namespace
-
-void bf16gemm_avx512(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
-                     int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+// The tile width from n, then the loops; A from `a_packed` where non-null.
+void gemm_dispatch(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                   int lda, const uint32_t* a_packed, const float* b, int ldb, float beta,
+                   float* c, int ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == 0.f) {
     scale_c(m, n, beta, c, ldc);
@@ -264,14 +321,48 @@ void bf16gemm_avx512(bool trans_a, bool trans_b, int m, int n, int k, float alph
   }
   switch (choose_nv(n)) {
     case 1:
-      gemm_blocked<1>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      gemm_blocked<1>(trans_a, trans_b, m, n, k, alpha, a, lda, a_packed, b, ldb, beta, c, ldc);
       break;
     case 2:
-      gemm_blocked<2>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      gemm_blocked<2>(trans_a, trans_b, m, n, k, alpha, a, lda, a_packed, b, ldb, beta, c, ldc);
       break;
     default:
-      gemm_blocked<3>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      gemm_blocked<3>(trans_a, trans_b, m, n, k, alpha, a, lda, a_packed, b, ldb, beta, c, ldc);
   }
+}
+
+}  // namespace
+
+void bf16gemm_avx512(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                     int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  gemm_dispatch(trans_a, trans_b, m, n, k, alpha, a, lda, nullptr, b, ldb, beta, c, ldc);
+}
+
+void bf16gemm_pack_a(bool trans_a, int m, int k, const float* a, int lda, Bf16PackedA& out) {
+  out.trans = trans_a;
+  out.m = std::max(m, 0);
+  out.k = std::max(k, 0);
+  if (m <= 0 || k <= 0) return;  // no words: a product with it only scales C
+  const size_t count = bf16gemm_packed_a_words(m, k);
+  if (count > out.capacity) {
+    out.words.reset();
+    out.capacity = 0;
+    void* p = std::aligned_alloc(64, (count * sizeof(uint32_t) + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    out.words.reset(static_cast<uint32_t*>(p));
+    out.capacity = count;
+  }
+  pack_a_whole(trans_a, a, lda, m, k, out.words.get());
+}
+
+size_t bf16gemm_packed_a_words(int m, int k) {
+  return m <= 0 || k <= 0 ? 0 : size_t(m_room_for(m)) * size_t((k + 1) / 2);
+}
+
+void bf16gemm_avx512_packed_a(const Bf16PackedA& a, bool trans_b, int n, float alpha,
+                              const float* b, int ldb, float beta, float* c, int ldc) {
+  gemm_dispatch(a.trans, trans_b, a.m, n, a.k, alpha, nullptr, 0, a.words.get(), b, ldb, beta, c,
+                ldc);
 }
 
 }  // namespace hpmc
@@ -282,6 +373,17 @@ namespace hpmc {
 
 void bf16gemm_avx512(bool, bool, int, int, int, float, const float*, int, const float*, int,
                      float, float*, int) {
+  throw RuntimeError("hpmc's AVX512_BF16 GEMM is not built for this CPU architecture");
+}
+
+void bf16gemm_pack_a(bool, int, int, const float*, int, Bf16PackedA&) {
+  throw RuntimeError("hpmc's AVX512_BF16 GEMM is not built for this CPU architecture");
+}
+
+size_t bf16gemm_packed_a_words(int, int) { return 0; }
+
+void bf16gemm_avx512_packed_a(const Bf16PackedA&, bool, int, float, const float*, int, float,
+                              float*, int) {
   throw RuntimeError("hpmc's AVX512_BF16 GEMM is not built for this CPU architecture");
 }
 

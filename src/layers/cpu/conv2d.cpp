@@ -16,7 +16,9 @@ size_t Conv2dCPU::workspace_bytes(const Shape& in) const {
   const Conv2dShape s = conv_shape(in);
   const size_t threads = size_t(std::max(1, std::min(num_threads(), in.n)));
   const size_t column = s.is_pointwise() ? 0 : size_t(s.col_rows()) * size_t(s.col_cols());
-  return threads * (column + s.weight_count() + size_t(s.K)) * sizeof(float);
+  // In bf16, the gemm path's weights packed once a pass, shared by the threads.
+  return threads * (column + s.weight_count() + size_t(s.K)) * sizeof(float) +
+         cpu::conv2d_packed_weights_bytes(s, precision());
 }
 
 void Conv2dCPU::forward_impl(const Tensor& x, Tensor& y) {

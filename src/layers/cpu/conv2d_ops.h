@@ -9,6 +9,9 @@
 //   * gemm: per image, im2col then one hpmc::gemm; OpenMP over the images of
 //     the batch, each thread with its own column buffer. A 1x1, stride-1,
 //     unpadded kernel skips im2col: the image already is its column matrix.
+//     In bf16 on the avx512_bf16 path, the forward and input-gradient passes
+//     pack the weights (their products' A operand) once per call, not once
+//     per image (bf16gemm.h, Bf16PackedA): the same bits, fewer packs.
 //   * thin (conv2d_thin.h): direct, vectorised, no column matrix, for layers
 //     with few output channels, where the gemm has too few rows to pay for
 //     im2col. conv2d_forward / _backward_data / _backward_params at the end
@@ -31,6 +34,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 #include "core/blas.h"
@@ -259,6 +263,7 @@ struct Conv2dWorkspace {
   std::vector<std::vector<T>> dw, db;  // partial parameter gradients
   std::vector<char> used;              // which threads hold a partial
   Conv2dThinWorkspace<T> thin;         // the thin path's own buffers
+  Bf16PackedA w_packed;                // bf16: the weights packed once per call
 
   // Room for `threads` threads; called outside parallel regions only, since
   // the outer vectors must not move while threads use their slots.
@@ -311,6 +316,37 @@ double sum_in_double(const T* d, int n) {
   return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
 
+// The weights as every image's product in a pass takes them (op(W) m × k,
+// W with leading dimension ldw), packed once into ws.w_packed where that
+// product runs on bf16gemm's avx512_bf16 path (float, bf16, a CPU with
+// AVX512_BF16); null elsewhere, where each image calls gemm with W as before.
+// Called outside parallel regions: the threads then only read the words.
+template <typename T>
+const Bf16PackedA* pack_weights(Precision prec, bool trans, int m, int k, const T* w, int ldw,
+                                Conv2dWorkspace<T>& ws) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (prec == Precision::kBf16 && bf16gemm_path() == Bf16GemmPath::kAvx512Bf16) {
+      bf16gemm_pack_a(trans, m, k, w, ldw, ws.w_packed);
+      return &ws.w_packed;
+    }
+  }
+  return nullptr;
+}
+
+// C = op(W) · B + beta · C in `prec`: from the packed weights where
+// pack_weights packed them, else gemm with W (trans, m, k, ldw as packed).
+template <typename T>
+void weights_gemm(const Bf16PackedA* wp, Precision prec, bool trans, int m, int n, int k,
+                  const T* w, int ldw, const T* b, int ldb, T beta, T* c, int ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (wp) {
+      bf16gemm_avx512_packed_a(*wp, false, n, 1.f, b, ldb, beta, c, ldc);
+      return;
+    }
+  }
+  gemm(prec, trans, false, m, n, k, T(1), w, ldw, b, ldb, beta, c, ldc);
+}
+
 // Fill each output plane of one image with its bias, so the gemm can add
 // onto it (beta = 1) instead of making a second pass.
 template <typename T>
@@ -327,6 +363,7 @@ void conv2d_gemm_forward(const Conv2dShape& sh, const T* x, const T* w, const T*
                          Conv2dWorkspace<T>& ws, Precision prec = Precision::kFp32) {
   ws.prepare(num_threads());
   const int rows = sh.col_rows(), cols = sh.col_cols();
+  const Bf16PackedA* wp = conv_detail::pack_weights(prec, false, sh.K, rows, w, rows, ws);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < sh.N; ++n) {
     const T* xn = x + n * sh.in_sample();
@@ -339,7 +376,8 @@ void conv2d_gemm_forward(const Conv2dShape& sh, const T* x, const T* w, const T*
     }
     if (b) conv_detail::fill_bias(sh, b, yn);
     // y_n [K, PQ] = W [K, CRS] · col [CRS, PQ] (+ bias already in y_n)
-    gemm(prec, false, false, sh.K, cols, rows, T(1), w, rows, col, cols, T(b ? 1 : 0), yn, cols);
+    conv_detail::weights_gemm(wp, prec, false, sh.K, cols, rows, w, rows, col, cols, T(b ? 1 : 0),
+                              yn, cols);
   }
 }
 
@@ -349,17 +387,20 @@ void conv2d_gemm_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T
                                Conv2dWorkspace<T>& ws, Precision prec = Precision::kFp32) {
   ws.prepare(num_threads());
   const int rows = sh.col_rows(), cols = sh.col_cols();
+  const Bf16PackedA* wp = conv_detail::pack_weights(prec, true, rows, sh.K, w, rows, ws);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < sh.N; ++n) {
     const T* dyn = dy + n * sh.out_sample();
     T* dxn = dx + n * sh.in_sample();
     // dcol [CRS, PQ] = W^T · dy_n; for a pointwise kernel dcol is dx_n itself.
     if (sh.is_pointwise()) {
-      gemm(prec, true, false, rows, cols, sh.K, T(1), w, rows, dyn, cols, T(0), dxn, cols);
+      conv_detail::weights_gemm(wp, prec, true, rows, cols, sh.K, w, rows, dyn, cols, T(0), dxn,
+                                cols);
       continue;
     }
     T* buf = conv_detail::grow(ws.col[thread_index()], size_t(rows) * cols);
-    gemm(prec, true, false, rows, cols, sh.K, T(1), w, rows, dyn, cols, T(0), buf, cols);
+    conv_detail::weights_gemm(wp, prec, true, rows, cols, sh.K, w, rows, dyn, cols, T(0), buf,
+                              cols);
     std::fill(dxn, dxn + sh.in_sample(), T(0));
     col2im(sh, buf, dxn);
   }
@@ -401,6 +442,19 @@ void conv2d_gemm_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
 }
 
 // ---- the choice of path -----------------------------------------------------------
+
+// The bytes the workspace's packed weights (Conv2dWorkspace::w_packed) hold
+// after a layer's passes in `prec`: the larger of the forward's and the input
+// gradient's pack where they take the gemm path in bf16 on avx512_bf16, else
+// 0. For memory estimates (Layer::workspace_bytes).
+inline size_t conv2d_packed_weights_bytes(const Conv2dShape& sh, Precision prec) {
+  if (prec != Precision::kBf16 || bf16gemm_path() != Bf16GemmPath::kAvx512Bf16 ||
+      conv2d_thin_applies(sh, prec))
+    return 0;
+  return std::max(bf16gemm_packed_a_words(sh.K, sh.col_rows()),
+                  bf16gemm_packed_a_words(sh.col_rows(), sh.K)) *
+         sizeof(uint32_t);
+}
 
 // Where conv2d_thin_applies(sh, prec) (fp32: kernels larger than 1x1 with
 // K ≤ 16 or outputs at least 8 wide; bf16: larger than 1x1 with K ≤ 16) the
