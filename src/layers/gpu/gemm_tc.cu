@@ -69,6 +69,22 @@ __device__ __forceinline__ uint32_t word(const uint32_t* s, int r, int w) {
   return KCONT ? s[r * kRowWords + w] : s[w * kColWords + r];
 }
 
+// ldmatrix .x4: four 8×8 matrices of 16-bit values, each row 16 bytes (4
+// words) at the address one lane of its group of 8 gives; lane l receives
+// word l%4 of row l/4 of each, which is the fragments' [g][w0+t] for both
+// formats. A k-contiguous tile's rows are 16-byte aligned (kRowWords·4 = 80
+// bytes), and the 8 rows of a matrix fall in 8 distinct 4-bank groups.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&d)[4], const uint32_t* p) {
+#if HPMC_MMA
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+               : "r"(a));
+#else
+  __trap();
+#endif
+}
+
 // The operand formats (mma.cuh): rounding and the instruction.
 struct Tf32 {
   static constexpr int KT = 16;  // k values per tile
@@ -206,19 +222,38 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int w0 = 0; w0 < 16; w0 += 8) {  // two k-steps of 8 words
       uint32_t a[kMmaM][4], b[kMmaN][2];
+      // k-contiguous operands by ldmatrix: for A, matrices (rows +0..7 | +8..15)
+      // × (words w0.. | w0+4..), lane l addressing row l%16 of words
+      // w0 + 4·(l/16); for B, two n-tiles at once, (words w0.. | w0+4..) ×
+      // (tile j | j+1), lane l addressing row l%8 + 8·(l/16) of words
+      // w0 + 4·((l/8)%2). Row-contiguous ones word by word.
 #pragma unroll
       for (int i = 0; i < kMmaM; ++i) {
-        const int r = wm * kWarpM + i * 16 + g, w = w0 + tq;
-        a[i][0] = word<!TA>(sa, r, w);
-        a[i][1] = word<!TA>(sa, r + 8, w);
-        a[i][2] = word<!TA>(sa, r, w + 4);
-        a[i][3] = word<!TA>(sa, r + 8, w + 4);
+        const int r = wm * kWarpM + i * 16;
+        if constexpr (!TA) {
+          ldmatrix_x4(a[i], sa + (r + lane % 16) * kRowWords + w0 + 4 * (lane / 16));
+        } else {
+          a[i][0] = word<false>(sa, r + g, w0 + tq);
+          a[i][1] = word<false>(sa, r + g + 8, w0 + tq);
+          a[i][2] = word<false>(sa, r + g, w0 + tq + 4);
+          a[i][3] = word<false>(sa, r + g + 8, w0 + tq + 4);
+        }
       }
 #pragma unroll
-      for (int j = 0; j < kMmaN; ++j) {
-        const int r = wn * kWarpN + j * 8 + g, w = w0 + tq;
-        b[j][0] = word<TB>(sb, r, w);
-        b[j][1] = word<TB>(sb, r, w + 4);
+      for (int j = 0; j < kMmaN; j += 2) {
+        const int r = wn * kWarpN + j * 8;
+        if constexpr (TB) {
+          uint32_t q[4];
+          ldmatrix_x4(q, sb + (r + lane % 8 + 8 * (lane / 16)) * kRowWords + w0 +
+                             4 * ((lane / 8) % 2));
+          b[j][0] = q[0], b[j][1] = q[1], b[j + 1][0] = q[2], b[j + 1][1] = q[3];
+        } else {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            b[j + h][0] = word<false>(sb, r + 8 * h + g, w0 + tq);
+            b[j + h][1] = word<false>(sb, r + 8 * h + g, w0 + tq + 4);
+          }
+        }
       }
 #pragma unroll
       for (int i = 0; i < kMmaM; ++i)
