@@ -1,7 +1,8 @@
 // mma.cuh — the tensor-core instructions hpmc uses (PTX mma.sync with FP32
 // accumulators) and the roundings of FP32 values to their operand formats,
-// shared by the tensor-core GEMM engine (gemm_tc.cu) and the tensor-core
-// main loop of the implicit-GEMM family (implicit_gemm_tc.cuh).
+// shared by the tensor-core GEMM engine (gemm_tc.cu), the tensor-core main
+// loop of the implicit-GEMM family (implicit_gemm_tc.cuh) and the fused MLP
+// step's tf32 and bf16 kernels (mlp_step.cu).
 //
 // mma.sync with tf32 or bf16 operands and cvt to tf32 need sm_80 and up. A
 // build for older targets (CMAKE_CUDA_ARCHITECTURES 75 …) compiles the
