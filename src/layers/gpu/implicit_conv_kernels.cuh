@@ -51,15 +51,18 @@ struct TcOf;
   struct TcOf<CFG, Op> {                \
     using type = TcCfg<__VA_ARGS__, Op>; \
   };
-HPMC_TC_OF(CfgL, 128, 128, 2, 4, 2, 4)     // 64×32
-HPMC_TC_OF(CfgWL, 128, 128, 2, 4, 2, 4)    // L's tile and threads
-HPMC_TC_OF(CfgM, 128, 64, 4, 2, 2, 4)      // 32×32
-HPMC_TC_OF(CfgS, 64, 64, 2, 4, 2, 4)       // 32×16
-HPMC_TC_OF(CfgThinN, 128, 16, 4, 1, 4, 4)  // 32×16
-HPMC_TC_OF(CfgThinM, 16, 128, 1, 4, 4, 4)  // 16×32
-HPMC_TC_OF(CfgWN, 128, 256, 2, 4, 1, 3)    // 64×64; 3 stages fit 48 KB of static shared memory
+// 5 stages: k-tiles in pairs with one pair in flight behind the pair being
+// multiplied (TcCfg::kPairs); the 128×256 tiles fit 3 stages in 48 KB of
+// static shared memory and take the k-tiles one by one.
+HPMC_TC_OF(CfgL, 128, 128, 2, 4, 2, 5)     // 64×32
+HPMC_TC_OF(CfgWL, 128, 128, 2, 4, 2, 5)    // L's tile and threads
+HPMC_TC_OF(CfgM, 128, 64, 4, 2, 2, 5)      // 32×32
+HPMC_TC_OF(CfgS, 64, 64, 2, 4, 2, 5)       // 32×16
+HPMC_TC_OF(CfgThinN, 128, 16, 4, 1, 4, 5)  // 32×16
+HPMC_TC_OF(CfgThinM, 16, 128, 1, 4, 4, 5)  // 16×32
+HPMC_TC_OF(CfgWN, 128, 256, 2, 4, 1, 3)    // 64×64
 HPMC_TC_OF(CfgWM, 256, 128, 4, 2, 1, 3)    // 64×64
-HPMC_TC_OF(CfgWQ, 128, 128, 2, 2, 2, 4)    // 64×64
+HPMC_TC_OF(CfgWQ, 128, 128, 2, 2, 2, 5)    // 64×64
 #undef HPMC_TC_OF
 
 // Everything the conv loaders need, by value in the kernel's parameter space.
