@@ -578,8 +578,9 @@ void conv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* 
         allow_smem<conv_fwd_kernel<Cfg, true, Epi>>(smem);
         conv_fwd_kernel<Cfg, true, Epi><<<grid, Cfg::NT, smem>>>(a, x, wb, p.tps, e);
       } else {
-        allow_smem<conv_fwd_kernel<Cfg, false, Epi>>(smem);
-        conv_fwd_kernel<Cfg, false, Epi><<<grid, Cfg::NT, smem>>>(a, x, wb, p.tps, e);
+        using G = typename GatherOf<Cfg>::type;
+        allow_smem<conv_fwd_kernel<G, false, Epi>>(smem);
+        conv_fwd_kernel<G, false, Epi><<<grid, G::NT, smem>>>(a, x, wb, p.tps, e);
       }
       HPMC_CUDA_LAUNCH_CHECK("implicit conv2d forward");
     });
@@ -619,8 +620,9 @@ void conv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const f
       allow_smem<conv_dgrad_kernel<Cfg, true>>(smem);
       conv_dgrad_kernel<Cfg, true><<<grid, Cfg::NT, smem>>>(a, dy, wb, p.tps, e);
     } else {
-      allow_smem<conv_dgrad_kernel<Cfg, false>>(smem);
-      conv_dgrad_kernel<Cfg, false><<<grid, Cfg::NT, smem>>>(a, dy, wb, p.tps, e);
+      using G = typename GatherOf<Cfg>::type;
+      allow_smem<conv_dgrad_kernel<G, false>>(smem);
+      conv_dgrad_kernel<G, false><<<grid, G::NT, smem>>>(a, dy, wb, p.tps, e);
     }
     HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_data");
   });
