@@ -39,7 +39,7 @@
 // blocks add alpha·acc onto C, so each element's sum order is fixed by K
 // alone (bf16gemm.h, determinism).
 //
-// A prepacked A (Bf16PackedA, bf16gemm_pack_a) holds what the loops above
+// A prepacked A (Bf16PackedA, bf16gemm_avx512_pack_a) holds what the loops above
 // pack into Ap for every (K block, M block), all blocks side by side: K
 // block by K block (the same cut, from k alone), each block all M rows as
 // pack_a lays out one M block, in kMR-row micro-panels. With mr = M rounded
@@ -262,29 +262,25 @@ void bf16gemm_avx512(bool trans_a, bool trans_b, int m, int n, int k, float alph
   gemm_dispatch(trans_a, trans_b, m, n, k, alpha, a, lda, nullptr, b, ldb, beta, c, ldc);
 }
 
-void bf16gemm_pack_a(bool trans_a, int m, int k, const float* a, int lda, Bf16PackedA& out) {
+void bf16gemm_avx512_pack_a(bool trans_a, int m, int k, const float* a, int lda,
+                            Bf16PackedA& out) {
+  out.path = Bf16GemmPath::kAvx512Bf16;
   out.trans = trans_a;
   out.m = std::max(m, 0);
   out.k = std::max(k, 0);
   if (m <= 0 || k <= 0) return;  // no words: a product with it only scales C
-  const size_t count = bf16gemm_packed_a_words(m, k);
-  if (count > out.capacity) {
-    out.words.reset();
-    out.capacity = 0;
-    void* p = std::aligned_alloc(64, (count * sizeof(uint32_t) + 63) / 64 * 64);
-    if (!p) throw std::bad_alloc();
-    out.words.reset(static_cast<uint32_t*>(p));
-    out.capacity = count;
-  }
-  pack_a_whole(trans_a, a, lda, m, k, out.words.get());
+  pack_a_whole(trans_a, a, lda, m, k, out.reserve(bf16gemm_avx512_packed_a_words(m, k)));
 }
 
-size_t bf16gemm_packed_a_words(int m, int k) {
+size_t bf16gemm_avx512_packed_a_words(int m, int k) {
   return m <= 0 || k <= 0 ? 0 : size_t(m_room_for(m)) * size_t((k + 1) / 2);
 }
 
 void bf16gemm_avx512_packed_a(const Bf16PackedA& a, bool trans_b, int n, float alpha,
                               const float* b, int ldb, float beta, float* c, int ldc) {
+  if (a.path != Bf16GemmPath::kAvx512Bf16)
+    throw RuntimeError(str("bf16gemm_avx512_packed_a: A was packed for the ",
+                           bf16gemm_path_name(a.path), " path"));
   gemm_dispatch(a.trans, trans_b, a.m, n, a.k, alpha, nullptr, 0, a.words.get(), b, ldb, beta, c,
                 ldc);
 }
@@ -300,11 +296,11 @@ void bf16gemm_avx512(bool, bool, int, int, int, float, const float*, int, const 
   throw RuntimeError("hpmc's AVX512_BF16 GEMM is not built for this CPU architecture");
 }
 
-void bf16gemm_pack_a(bool, int, int, const float*, int, Bf16PackedA&) {
+void bf16gemm_avx512_pack_a(bool, int, int, const float*, int, Bf16PackedA&) {
   throw RuntimeError("hpmc's AVX512_BF16 GEMM is not built for this CPU architecture");
 }
 
-size_t bf16gemm_packed_a_words(int, int) { return 0; }
+size_t bf16gemm_avx512_packed_a_words(int, int) { return 0; }
 
 void bf16gemm_avx512_packed_a(const Bf16PackedA&, bool, int, float, const float*, int, float,
                               float*, int) {
