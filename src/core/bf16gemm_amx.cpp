@@ -50,7 +50,10 @@
 //
 // The block sizes are a first choice, not tuned (not yet timed on an AMX
 // machine): kKT = 16 tiles make 32 KiB of a pair of A panels (L1), and with
-// kNC = 256 columns 256 KiB of Bp (L2); acc is kMC·kNC·4 = 128 KiB.
+// kNC = 256 columns 256 KiB of Bp (L2); acc is kMC·kNC·4 = 128 KiB. Ap holds
+// all of op(A) in bf16, half the bytes of A's floats (the fallback copies A
+// whole as floats), and Bp all of K for kNC columns, in buffers each thread
+// keeps for its next call.
 //
 // bf16gemm_amx_emulated runs the same packs, loops and stores with the tile
 // kernel replaced by scalar code that does what Intel's pseudo-code for
