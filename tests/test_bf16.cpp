@@ -1,7 +1,8 @@
 // bf16 arithmetic (core/bf16.h, core/bf16gemm.h): the rounding rule against
 // hand-worked bit patterns and against the AVX512_BF16 conversion where the
-// CPU has it; then the bf16 GEMM, both paths (hpmc's AVX512_BF16 kernel and
-// the portable fallback), against double references over odd shapes (not
+// CPU has it; then the bf16 GEMM, every path (hpmc's AMX and AVX512_BF16
+// kernels, the AMX kernel with its tile instructions emulated, and the
+// portable fallback), against double references over odd shapes (not
 // multiples of the tile, pair or block sizes), every transpose, alpha/beta
 // (beta = 0 over a NaN-poisoned C) and leading dimensions wider than the rows
 // with guard values that must stay untouched. Two bounds per element:
@@ -13,16 +14,30 @@
 //     alone. A GEMM that does not round its operands misses it by a factor
 //     of about 2^16 / K (BoundsCatchUnroundedOperands shows it does).
 // Then the paths against each other, the determinism bf16gemm.h promises
-// (splits and repeats bit-identical) and special values.
+// (splits, leading dimensions and repeats bit-identical, a packed A the
+// same as A), the AMX pack's layout, special values and HPMC_BF16_GEMM.
+//
+// The AMX tests skip, with the reason, where the CPU or OS lacks AMX; the
+// emulated ones run wherever AVX512_BF16 does. On a machine with AMX:
+//   build/tests/hpmc_tests --gtest_filter='Bf16Gemm.Amx*'
+// and under Intel SDE elsewhere (if it grants the tile data; the skip
+// reason says when it does not):
+//   sde64 -spr -- build/tests/hpmc_tests --gtest_filter='Bf16Gemm.Amx*'
+
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "cli_runner.h"
 #include "core/bf16.h"
 #include "core/bf16gemm.h"
 #include "core/rng.h"
@@ -297,9 +312,34 @@ void run_sweep(GemmFn fn) {
                       "not run";                                                            \
   } while (0)
 
+#define SKIP_WITHOUT_AMX()                                                                 \
+  do {                                                                                     \
+    if (!bf16gemm_amx_supported())                                                         \
+      GTEST_SKIP() << "no AMX here (" << bf16gemm_amx_missing() << "): hpmc's AMX kernel " \
+                   << "not run";                                                           \
+  } while (0)
+
+// The emulated AMX kernel runs the real one's packs, which use AVX512_BF16.
+#define SKIP_WITHOUT_AMX_PACKS()                                                        \
+  do {                                                                                  \
+    if (!bf16gemm_avx512_supported())                                                   \
+      GTEST_SKIP() << "this CPU lacks AVX512_BF16 (with F, VL, BW, DQ), which the AMX " \
+                      "kernel's packs use: not run";                                    \
+  } while (0)
+
 TEST(Bf16Gemm, Avx512Bf16MeetsBothBounds) {
   SKIP_WITHOUT_AVX512_BF16();
   run_sweep(bf16gemm_avx512);
+}
+
+TEST(Bf16Gemm, AmxMeetsBothBounds) {
+  SKIP_WITHOUT_AMX();
+  run_sweep(bf16gemm_amx);
+}
+
+TEST(Bf16Gemm, AmxEmulatedMeetsBothBounds) {
+  SKIP_WITHOUT_AMX_PACKS();
+  run_sweep(bf16gemm_amx_emulated);
 }
 
 TEST(Bf16Gemm, FallbackMeetsBothBounds) { run_sweep(bf16gemm_fallback); }
@@ -327,32 +367,64 @@ TEST(Bf16Gemm, BoundsCatchUnroundedOperands) {
   EXPECT_GT(count_violations(cs, o, c, true, false), cs.m * cs.n / 10);
 }
 
-// Both paths round the same operands, so they differ only in how FP32 sums:
-// within twice the sharp bound of each other on every element.
-TEST(Bf16Gemm, PathsAgreeWithinFp32Rounding) {
-  SKIP_WITHOUT_AVX512_BF16();
+// The paths round the same operands, so they differ only in how FP32 sums:
+// within twice the sharp bound of each other on every element. Returns how
+// many elements differ in their bits.
+int expect_paths_agree(GemmFn fx, const char* x_name, GemmFn fy, const char* y_name) {
   uint64_t seed = 100;
+  int differ = 0;
   for (const Case& cs : sweep()) {
     SCOPED_TRACE(cs.name());
     const Operands o(cs, seed++);
-    const std::vector<float> x = run(bf16gemm_avx512, cs, o), y = run(bf16gemm_fallback, cs, o);
+    const std::vector<float> x = run(fx, cs, o), y = run(fy, cs, o);
     int bad = 0;
-    for (int i = 0; i < cs.m && bad < 5; ++i)
-      for (int j = 0; j < cs.n && bad < 5; ++j) {
+    for (int i = 0; i < cs.m; ++i)
+      for (int j = 0; j < cs.n; ++j) {
+        const size_t at = size_t(i) * o.ldc + j;
+        if (to_bits(x[at]) != to_bits(y[at])) ++differ;
+        if (bad >= 5) continue;
         double mag = 0;
         for (int p = 0; p < cs.k; ++p)
           mag += std::fabs(double(round_bf16(float(o.at_a(cs, i, p)))) *
                            round_bf16(float(o.at_b(cs, p, j))));
-        const size_t at = size_t(i) * o.ldc + j;
         const double c0 = cs.beta == 0.f ? 0 : std::fabs(double(cs.beta) * o.c0[at]);
         const double tol = 2 * (cs.k + 4) * kUfp32 * (std::fabs(cs.alpha) * mag + c0) + 1e-30;
         if (!(std::fabs(double(x[at]) - y[at]) <= tol)) {
-          ADD_FAILURE() << "C(" << i << ", " << j << "): avx512_bf16 " << x[at] << ", fallback "
-                        << y[at] << ", apart " << std::fabs(double(x[at]) - y[at]) << " > " << tol;
+          ADD_FAILURE() << "C(" << i << ", " << j << "): " << x_name << " " << x[at] << ", "
+                        << y_name << " " << y[at] << ", apart " << std::fabs(double(x[at]) - y[at])
+                        << " > " << tol;
           ++bad;
         }
       }
   }
+  return differ;
+}
+
+TEST(Bf16Gemm, PathsAgreeWithinFp32Rounding) {
+  SKIP_WITHOUT_AVX512_BF16();
+  expect_paths_agree(bf16gemm_avx512, "avx512_bf16", bf16gemm_fallback, "fallback");
+}
+
+TEST(Bf16Gemm, AmxAgreesWithTheOtherPathsWithinFp32Rounding) {
+  SKIP_WITHOUT_AMX();
+  expect_paths_agree(bf16gemm_amx, "amx", bf16gemm_fallback, "fallback");
+  expect_paths_agree(bf16gemm_amx, "amx", bf16gemm_avx512, "avx512_bf16");
+}
+
+TEST(Bf16Gemm, AmxEmulatedAgreesWithTheFallbackWithinFp32Rounding) {
+  SKIP_WITHOUT_AMX_PACKS();
+  expect_paths_agree(bf16gemm_amx_emulated, "amx emulated", bf16gemm_fallback, "fallback");
+}
+
+// The tile instruction against its emulation (Intel's intrinsics-guide
+// pseudo-code, bf16gemm_amx.cpp): within the bound, and the number of
+// elements whose bits differ printed, for the record, since Intel does not
+// promise the pseudo-code's summation order.
+TEST(Bf16Gemm, AmxAgainstItsEmulation) {
+  SKIP_WITHOUT_AMX();
+  const int differ = expect_paths_agree(bf16gemm_amx, "amx", bf16gemm_amx_emulated, "emulated");
+  std::printf("  amx against its emulation: %d elements of the sweep differ in their bits\n",
+              differ);
 }
 
 // A product cut by rows or columns over several calls, as linear_ops.h and
@@ -365,19 +437,86 @@ TEST(Bf16Gemm, Avx512Bf16SplitsAndRepeatsAreBitIdentical) {
   testing::expect_pieces_and_repeats_bit_identical(bf16gemm_avx512, 64, 200, 2101, 7);
 }
 
-// A prepacked A (bf16gemm_pack_a) gives the bits of the unpacked call, C's
-// padding included: shapes off every tile and block size (several M blocks
-// of 192 rows, N past a 384-column block, K odd and over one 512-pair block),
-// both transposes of each operand, alpha/beta variants (beta = 0 over a NaN
-// C, alpha = 0 and k = 0 only scaling C), and one packed object reused: a
-// larger pack after a smaller one grows it, a smaller one after a larger
-// reuses its words, and one pack serves several B.
-TEST(Bf16Gemm, Avx512Bf16PrepackedAIsBitIdentical) {
+// K: five blocks of 16 tiles (of 32) and an odd end; M two 32-row blocks.
+TEST(Bf16Gemm, AmxSplitsAndRepeatsAreBitIdentical) {
+  SKIP_WITHOUT_AMX();
+  testing::expect_pieces_and_repeats_bit_identical(bf16gemm_amx, 64, 200, 2101, 7);
+}
+
+TEST(Bf16Gemm, AmxEmulatedSplitsAndRepeatsAreBitIdentical) {
+  SKIP_WITHOUT_AMX_PACKS();
+  testing::expect_pieces_and_repeats_bit_identical(bf16gemm_amx_emulated, 64, 200, 2101, 7);
+}
+
+// The leading dimensions do not change the bits: operands and C copied
+// into wider rows (with other values in the gaps) give C's bits again.
+void expect_leading_dimensions_bit_identical(GemmFn fn) {
+  uint64_t seed = 700;
+  for (int t = 0; t < 4; ++t)
+    for (const auto& [alpha, beta] : {std::pair{1.f, 0.f}, {-0.5f, 1.5f}}) {
+      const Case tight{bool(t & 1), bool(t & 2), 45, 70, 1100, alpha, beta, 0};
+      Case wide = tight;
+      wide.pad = 13;
+      SCOPED_TRACE(wide.name());
+      const Operands o(tight, seed), ow(wide, seed + 1);
+      ++seed;
+      // ow's operands and C with o's values in o's places.
+      Operands copy = ow;
+      auto place = [](const std::vector<float>& from, int ld_from, std::vector<float>& to,
+                      int ld_to, int rows, int cols) {
+        for (int r = 0; r < rows; ++r)
+          for (int c = 0; c < cols; ++c) to[size_t(r) * ld_to + c] = from[size_t(r) * ld_from + c];
+      };
+      place(o.a, o.lda, copy.a, copy.lda, tight.ta ? tight.k : tight.m,
+            tight.ta ? tight.m : tight.k);
+      place(o.b, o.ldb, copy.b, copy.ldb, tight.tb ? tight.n : tight.k,
+            tight.tb ? tight.k : tight.n);
+      place(o.c0, o.ldc, copy.c0, copy.ldc, tight.m, tight.n);
+      const std::vector<float> want = run(fn, tight, o), got = run(fn, wide, copy);
+      int differ = 0;
+      for (int i = 0; i < tight.m; ++i)
+        for (int j = 0; j < tight.n; ++j)
+          differ += to_bits(want[size_t(i) * o.ldc + j]) != to_bits(got[size_t(i) * copy.ldc + j]);
+      EXPECT_EQ(differ, 0) << "elements whose bits the leading dimensions changed";
+    }
+}
+
+TEST(Bf16Gemm, Avx512Bf16LeadingDimensionsKeepTheBits) {
   SKIP_WITHOUT_AVX512_BF16();
-  const int shapes[][3] = {{1, 1, 1},      {3, 5, 17},     {17, 33, 5},    {33, 17, 257},
-                           {257, 33, 17},  {9, 49, 1025},  {3, 3, 2049},   {200, 401, 1061},
-                           {385, 20, 1031}, {20, 800, 3},   {130, 50, 2305}, {1, 1, 0},
-                           {0, 5, 3},      {5, 0, 3},      {128, 256, 2304}, {2304, 256, 128}};
+  expect_leading_dimensions_bit_identical(bf16gemm_avx512);
+}
+
+TEST(Bf16Gemm, AmxLeadingDimensionsKeepTheBits) {
+  SKIP_WITHOUT_AMX();
+  expect_leading_dimensions_bit_identical(bf16gemm_amx);
+}
+
+TEST(Bf16Gemm, AmxEmulatedLeadingDimensionsKeepTheBits) {
+  SKIP_WITHOUT_AMX_PACKS();
+  expect_leading_dimensions_bit_identical(bf16gemm_amx_emulated);
+}
+
+// A prepacked A (bf16gemm_avx512_pack_a, bf16gemm_amx_pack_a) gives the
+// bits of its path's unpacked call, C's padding included: shapes off every
+// tile and block size (several M blocks of 192 rows, N past a 384-column
+// block, K odd and over one 512-pair block), both transposes of each operand,
+// alpha/beta variants (beta = 0 over a NaN C, alpha = 0 and k = 0 only
+// scaling C), and one packed object reused: a larger pack after a smaller
+// one grows it, a smaller one after a larger reuses its words, and one pack
+// serves several B.
+using PackFn = void (*)(bool, int, int, const float*, int, Bf16PackedA&);
+using PackedFn = void (*)(const Bf16PackedA&, bool, int, float, const float*, int, float, float*,
+                          int);
+
+void check_prepacked(GemmFn unpacked, PackFn pack, PackedFn packed_product, Bf16GemmPath path,
+                     bool large) {
+  std::vector<std::array<int, 3>> shapes = {
+      {1, 1, 1},    {3, 5, 17},   {17, 33, 5}, {33, 17, 257}, {257, 33, 17}, {9, 49, 1025},
+      {3, 3, 2049}, {20, 800, 3}, {1, 1, 0},   {0, 5, 3},     {5, 0, 3}};
+  if (large)  // several blocks of everything: too slow for the emulation
+    shapes.insert(
+        shapes.end(),
+        {{200, 401, 1061}, {385, 20, 1031}, {130, 50, 2305}, {128, 256, 2304}, {2304, 256, 128}});
   const float ab[][2] = {{1.f, 0.f}, {1.f, 1.f}, {-1.5f, 0.f}, {0.5f, -2.f}, {0.f, 0.75f}};
   Bf16PackedA packed;  // one object through the whole sweep
   uint64_t seed = 300;
@@ -387,52 +526,145 @@ TEST(Bf16Gemm, Avx512Bf16PrepackedAIsBitIdentical) {
         const Case cs{bool(t & 1), bool(t & 2), s[0], s[1], s[2], alpha, beta, int(seed % 3)};
         SCOPED_TRACE(cs.name());
         const Operands o(cs, seed++);
-        const std::vector<float> want = run(bf16gemm_avx512, cs, o);
-        bf16gemm_pack_a(cs.ta, cs.m, cs.k, o.a.data(), o.lda, packed);
+        const std::vector<float> want = run(unpacked, cs, o);
+        pack(cs.ta, cs.m, cs.k, o.a.data(), o.lda, packed);
+        EXPECT_EQ(packed.path, path);
         EXPECT_EQ(packed.trans, cs.ta);
         EXPECT_EQ(packed.m, cs.m);
         EXPECT_EQ(packed.k, cs.k);
         std::vector<float> got = o.c0;
-        bf16gemm_avx512_packed_a(packed, cs.tb, cs.n, cs.alpha, o.b.data(), o.ldb, cs.beta,
-                                 got.data(), o.ldc);
+        packed_product(packed, cs.tb, cs.n, cs.alpha, o.b.data(), o.ldb, cs.beta, got.data(),
+                       o.ldc);
         ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
             << "the prepacked product differs from the unpacked one";
         // The same pack with a second B and C (o2's, with o's A): its words
         // are only read.
         const Operands o2(cs, seed + 1000);
         std::vector<float> want2 = o2.c0, got2 = o2.c0;
-        bf16gemm_avx512(cs.ta, cs.tb, cs.m, cs.n, cs.k, cs.alpha, o.a.data(), o.lda, o2.b.data(),
-                        o2.ldb, cs.beta, want2.data(), o2.ldc);
-        bf16gemm_avx512_packed_a(packed, cs.tb, cs.n, cs.alpha, o2.b.data(), o2.ldb, cs.beta,
-                                 got2.data(), o2.ldc);
+        unpacked(cs.ta, cs.tb, cs.m, cs.n, cs.k, cs.alpha, o.a.data(), o.lda, o2.b.data(), o2.ldb,
+                 cs.beta, want2.data(), o2.ldc);
+        packed_product(packed, cs.tb, cs.n, cs.alpha, o2.b.data(), o2.ldb, cs.beta, got2.data(),
+                       o2.ldc);
         ASSERT_EQ(0, std::memcmp(want2.data(), got2.data(), got2.size() * sizeof(float)))
             << "a second product with the same pack differs";
       }
 }
 
+TEST(Bf16Gemm, Avx512Bf16PrepackedAIsBitIdentical) {
+  SKIP_WITHOUT_AVX512_BF16();
+  check_prepacked(bf16gemm_avx512, bf16gemm_avx512_pack_a, bf16gemm_avx512_packed_a,
+                  Bf16GemmPath::kAvx512Bf16, true);
+}
+
+TEST(Bf16Gemm, AmxPrepackedAIsBitIdentical) {
+  SKIP_WITHOUT_AMX();
+  check_prepacked(bf16gemm_amx, bf16gemm_amx_pack_a, bf16gemm_amx_packed_a, Bf16GemmPath::kAmx,
+                  true);
+}
+
+TEST(Bf16Gemm, AmxEmulatedPrepackedAIsBitIdentical) {
+  SKIP_WITHOUT_AMX_PACKS();
+  check_prepacked(bf16gemm_amx_emulated, bf16gemm_amx_pack_a, bf16gemm_amx_emulated_packed_a,
+                  Bf16GemmPath::kAmx, false);
+}
+
+// The path-neutral entries (bf16gemm_pack_a, bf16gemm_packed_a), as the
+// convolutions call them: the dispatched path's bits.
+TEST(Bf16Gemm, DispatchedPrepackedAIsBitIdentical) {
+  if (!bf16gemm_packs_a())
+    GTEST_SKIP() << "the dispatched path (" << bf16gemm_path_name(bf16gemm_path())
+                 << ") takes no packed A";
+  check_prepacked(bf16gemm, bf16gemm_pack_a, bf16gemm_packed_a, bf16gemm_path(), false);
+}
+
+// A pack made for one path is refused by the other's product (the layouts
+// differ), and a pack that was never made by both.
+TEST(Bf16Gemm, PackedAIsRefusedByTheOtherPath) {
+  SKIP_WITHOUT_AVX512_BF16();
+  const float a[6] = {1, 2, 3, 4, 5, 6}, b[3] = {1, 1, 1};
+  float c[2];
+  Bf16PackedA for_avx512, for_amx, never;
+  bf16gemm_avx512_pack_a(false, 2, 3, a, 3, for_avx512);
+  bf16gemm_amx_pack_a(false, 2, 3, a, 3, for_amx);
+  EXPECT_THROW(bf16gemm_amx_emulated_packed_a(for_avx512, false, 1, 1.f, b, 1, 0.f, c, 2),
+               RuntimeError);
+  EXPECT_THROW(bf16gemm_avx512_packed_a(for_amx, false, 1, 1.f, b, 1, 0.f, c, 2), RuntimeError);
+  EXPECT_THROW(bf16gemm_packed_a(never, false, 1, 1.f, b, 1, 0.f, c, 2), RuntimeError);
+  if (bf16gemm_amx_supported())
+    EXPECT_THROW(bf16gemm_amx_packed_a(for_avx512, false, 1, 1.f, b, 1, 0.f, c, 2), RuntimeError);
+}
+
+// The AMX pack's words are the layout bf16gemm_amx.cpp states: op(A) in
+// 16-row panels of tiles 32 k wide, tile (q, t) at word (q·KT + t)·256, its
+// row i at + 16·i, pair p of that row (k = 32t + 2p low, + 1 high) at + p;
+// zeros past m and k. Checked word for word against bf16.h's rounding.
+TEST(Bf16Gemm, AmxPackedALayout) {
+  SKIP_WITHOUT_AMX_PACKS();
+  const int shapes[][2] = {{1, 1}, {3, 5}, {16, 32}, {17, 33}, {33, 64}, {40, 71}, {5, 100}};
+  Bf16PackedA packed;
+  uint64_t seed = 900;
+  for (const auto& [m, k] : shapes)
+    for (const bool ta : {false, true}) {
+      const Case cs{ta, false, m, 1, k, 1.f, 0.f, 2};
+      SCOPED_TRACE(cs.name());
+      const Operands o(cs, seed++);
+      bf16gemm_amx_pack_a(ta, m, k, o.a.data(), o.lda, packed);
+      const int kt = (k + 31) / 32, panels = (m + 15) / 16;
+      ASSERT_EQ(bf16gemm_amx_packed_a_words(m, k), size_t(panels) * kt * 256);
+      ASSERT_GE(packed.capacity, bf16gemm_amx_packed_a_words(m, k));
+      int bad = 0;
+      for (int q = 0; q < panels; ++q)
+        for (int t = 0; t < kt; ++t)
+          for (int i = 0; i < 16; ++i)
+            for (int p = 0; p < 16; ++p) {
+              const int row = 16 * q + i, k0 = 32 * t + 2 * p;
+              auto want = [&](int kk) -> uint32_t {
+                return row < m && kk < k ? bf16_bits(float(o.at_a(cs, row, kk))) : 0;
+              };
+              const uint32_t expected = want(k0) | want(k0 + 1) << 16;
+              const uint32_t word = packed.words[(size_t(q) * kt + t) * 256 + 16 * i + p];
+              if (word != expected && bad++ < 5)
+                ADD_FAILURE() << "tile (" << q << ", " << t << ") row " << i << " pair " << p
+                              << std::hex << ": 0x" << word << ", expected 0x" << expected;
+            }
+      EXPECT_EQ(bad, 0);
+    }
+}
+
 // A product wider than one 384-column block packs A once, whole, for all of
 // its column blocks (bf16gemm_avx512.cpp): the same bits as the product in
 // pieces of at most one block, which pack A block by block, for every
-// transpose, K over two blocks and odd, M over several row blocks.
-TEST(Bf16Gemm, Avx512Bf16WideProductMatchesOneBlockPieces) {
-  SKIP_WITHOUT_AVX512_BF16();
+// transpose, K over two blocks and odd, M over several row blocks. The AMX
+// kernel (column blocks of 256, row blocks of 128, K blocks of 512) is held
+// to the same.
+void check_wide_product(GemmFn fn) {
   uint64_t seed = 500;
   for (int t = 0; t < 4; ++t)
     for (const auto& [alpha, beta] : {std::pair{1.f, 1.f}, {-0.5f, 0.f}}) {
       const Case cs{bool(t & 1), bool(t & 2), 203, 1001, 1061, alpha, beta, 1};
       SCOPED_TRACE(cs.name());
       const Operands o(cs, seed++);
-      const std::vector<float> whole = run(bf16gemm_avx512, cs, o);
+      const std::vector<float> whole = run(fn, cs, o);
       std::vector<float> pieces = o.c0;
       for (int j0 = 0; j0 < cs.n; j0 += 300) {
         const int nj = std::min(300, cs.n - j0);
         const float* b = cs.tb ? o.b.data() + size_t(j0) * o.ldb : o.b.data() + j0;
-        bf16gemm_avx512(cs.ta, cs.tb, cs.m, nj, cs.k, cs.alpha, o.a.data(), o.lda, b, o.ldb,
-                        cs.beta, pieces.data() + j0, o.ldc);
+        fn(cs.ta, cs.tb, cs.m, nj, cs.k, cs.alpha, o.a.data(), o.lda, b, o.ldb, cs.beta,
+           pieces.data() + j0, o.ldc);
       }
       ASSERT_EQ(0, std::memcmp(whole.data(), pieces.data(), whole.size() * sizeof(float)))
           << "the wide product differs from its pieces";
     }
+}
+
+TEST(Bf16Gemm, Avx512Bf16WideProductMatchesOneBlockPieces) {
+  SKIP_WITHOUT_AVX512_BF16();
+  check_wide_product(bf16gemm_avx512);
+}
+
+TEST(Bf16Gemm, AmxWideProductMatchesOneBlockPieces) {
+  SKIP_WITHOUT_AMX();
+  check_wide_product(bf16gemm_amx);
 }
 
 // Special operands: a NaN or an infinity reaches the elements whose sums it
@@ -466,7 +698,74 @@ TEST(Bf16Gemm, Avx512Bf16SpecialValues) {
   check_specials(bf16gemm_avx512);
 }
 
+TEST(Bf16Gemm, AmxSpecialValues) {
+  SKIP_WITHOUT_AMX();
+  check_specials(bf16gemm_amx);
+}
+
+TEST(Bf16Gemm, AmxEmulatedSpecialValues) {
+  SKIP_WITHOUT_AMX_PACKS();
+  check_specials(bf16gemm_amx_emulated);
+}
+
 TEST(Bf16Gemm, FallbackSpecialValues) { check_specials(bf16gemm_fallback); }
+
+// A direct call to the AMX kernel where the machine cannot run it is an
+// error, not an illegal instruction.
+TEST(Bf16Gemm, AmxRefusesWhereItCannotRun) {
+  if (bf16gemm_amx_supported()) GTEST_SKIP() << "this machine runs AMX";
+  EXPECT_NE(std::string(bf16gemm_amx_missing()), "");
+  float a = 1, b = 1, c = 0;
+  EXPECT_THROW(bf16gemm_amx(false, false, 1, 1, 1, 1.f, &a, 1, &b, 1, 0.f, &c, 1), RuntimeError);
+}
+
+// HPMC_BF16_GEMM picks the path for the whole process, as `hpmc info`
+// reports; a path the machine cannot run is an error, an unknown value a
+// usage error.
+TEST(Bf16Gemm, EnvironmentChoosesThePath) {
+  auto info = [](const std::string& env) {
+    testing::TempDir tmp;
+    const std::string cmd = env + " '" + testing::hpmc_binary() + "' info >'" + tmp.file("out") +
+                            "' 2>'" + tmp.file("err") + "' </dev/null";
+    const int status = std::system(cmd.c_str());
+    testing::CliResult r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = testing::slurp(tmp.file("out"));
+    r.err = testing::slurp(tmp.file("err"));
+    return r;
+  };
+  testing::CliResult r = info("HPMC_BF16_GEMM=fallback");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("bf16 GEMM    : bf16-rounded operands, float GEMM"), std::string::npos)
+      << r.out;
+
+  r = info("HPMC_BF16_GEMM=auto");
+  EXPECT_EQ(r.code, 0) << r.err;
+  const Bf16GemmPath best = bf16gemm_amx_supported()      ? Bf16GemmPath::kAmx
+                            : bf16gemm_avx512_supported() ? Bf16GemmPath::kAvx512Bf16
+                                                          : Bf16GemmPath::kFallback;
+  const std::string expected = std::string("bf16 GEMM    : ") + bf16gemm_path_name(best);
+  EXPECT_NE(r.out.find(expected), std::string::npos) << r.out;
+
+  for (const char* path : {"amx", "avx512_bf16"}) {
+    const bool can =
+        std::string(path) == "amx" ? bf16gemm_amx_supported() : bf16gemm_avx512_supported();
+    r = info(std::string("HPMC_BF16_GEMM=") + path);
+    if (can) {
+      EXPECT_EQ(r.code, 0) << r.err;
+    } else {
+      EXPECT_NE(r.code, 0);
+      EXPECT_NE(r.err.find(std::string("HPMC_BF16_GEMM=") + path + ", but"), std::string::npos)
+          << r.err;
+    }
+  }
+
+  r = info("HPMC_BF16_GEMM=fastest");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("HPMC_BF16_GEMM=fastest: expected amx, avx512_bf16, fallback or auto"),
+            std::string::npos)
+      << r.err;
+}
 
 }  // namespace
 }  // namespace hpmc

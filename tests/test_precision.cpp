@@ -411,8 +411,8 @@ TEST(PrecisionLayers, Conv2dInBf16OnTheThinPath) {
 }
 
 // The gemm path's forward and input-gradient passes in bf16 pack the weights
-// once per call where bf16gemm runs avx512_bf16 (conv2d_ops.h): their bits
-// are those of one bf16gemm call per image with the weights as they are
+// once per call where bf16gemm runs amx or avx512_bf16 (conv2d_ops.h): their
+// bits are those of one bf16gemm call per image with the weights as they are
 // (im2col, the product, col2im), which they were before. Shapes with a
 // weight K past one 512-pair block (130·3·3 = 1170), odd everything, a
 // stride, and a pointwise kernel (no im2col); a second call after another
@@ -471,8 +471,8 @@ TEST(PrecisionLayers, Conv2dBf16PackedWeightsGiveThePerImageBits) {
 }
 
 // A bf16 conv layer on the gemm path counts the weights it packs once a pass
-// in its workspace (where the avx512_bf16 path packs them); the thin path
-// and fp32 pack none.
+// in its workspace (where the amx or avx512_bf16 path packs them); the thin
+// path and fp32 pack none.
 TEST(PrecisionLayers, Conv2dBf16WorkspaceCountsThePackedWeights) {
   const Shape in(4, 130, 7, 5);
   for (const char* keys : {"{out_channels: 21, kernel: 3, padding: 1}",
@@ -484,11 +484,14 @@ TEST(PrecisionLayers, Conv2dBf16WorkspaceCountsThePackedWeights) {
     const size_t packed = cpu::conv2d_packed_weights_bytes(sh, Precision::kBf16);
     EXPECT_EQ(bf->workspace_bytes(in), fp->workspace_bytes(in) + packed);
     EXPECT_EQ(cpu::conv2d_packed_weights_bytes(sh, Precision::kFp32), 0u);
-    if (cpu::conv2d_thin_applies(sh, Precision::kBf16) ||
-        bf16gemm_path() != Bf16GemmPath::kAvx512Bf16)
+    if (cpu::conv2d_thin_applies(sh, Precision::kBf16) || !bf16gemm_packs_a())
       EXPECT_EQ(packed, 0u);
-    else  // the forward's W, 21 rows (24 in 8-row panels) of 585 pairs, over W^T's 1176 × 11
+    else if (bf16gemm_path() == Bf16GemmPath::kAvx512Bf16)
+      // the forward's W, 21 rows (24 in 8-row panels) of 585 pairs, over W^T's 1176 × 11
       EXPECT_EQ(packed, size_t(24) * 585 * 4);
+    else  // amx: W, 21 rows (32 in 16-row panels) × 37 tiles of 16 pairs (1170 k), and W^T,
+          // 1170 rows (1184) × 1 tile, are as large
+      EXPECT_EQ(packed, size_t(32) * 37 * 16 * 4);
   }
 }
 

@@ -35,8 +35,9 @@ struct MeasuredPeak {
 MeasuredPeak measure_cpu_fma_peak(int threads);
 // The same for training.precision: bf16: independent vdpbf16ps (32 bf16
 // products a vector, each a multiply-add) where the CPU has AVX512_BF16, the
-// ceiling of hpmc's bf16 GEMM; elsewhere the bf16 GEMM runs on FP32 FMAs
-// (bf16gemm.h, fallback) and this is measure_cpu_fma_peak.
+// ceiling of hpmc's avx512_bf16 GEMM (not of its amx path, whose tiles this
+// does not use); elsewhere the bf16 GEMM runs on FP32 FMAs (bf16gemm.h,
+// fallback) and this is measure_cpu_fma_peak.
 MeasuredPeak measure_cpu_bf16_peak(int threads);
 
 // Median (the mean of the middle two for an even count), min and max.

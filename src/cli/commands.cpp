@@ -63,7 +63,8 @@ void cmd_info(std::ostream& out) {
       << "; HPMC_GEMM=openblas|avx512|auto\n";
   out << "  bf16 GEMM    : " << bf16gemm_path_name(bf16gemm_path())
       << (bf16gemm_avx512_supported() ? "" : " (no AVX512_BF16 on this CPU)")
-      << "; training.precision: bf16 (--impl cpu)\n";
+      << (bf16gemm_amx_supported() ? "" : std::string(" (no AMX: ") + bf16gemm_amx_missing() + ")")
+      << "; HPMC_BF16_GEMM=amx|avx512_bf16|fallback|auto; training.precision: bf16 (--impl cpu)\n";
   out << "  impls        : auto (" << impl_name(choose_impl("auto").impl) << " here), cpu"
       << (gpu::compiled_with_cuda() ? (gpu::device_count() > 0 ? ", naive, tiled, im2col"
                                                                 : " (naive, tiled, im2col: no usable GPU)")

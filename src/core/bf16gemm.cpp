@@ -1,11 +1,14 @@
-// bf16gemm.cpp — chooses between hpmc's AVX512_BF16 GEMM and the portable
-// path (bf16gemm.h), and is the portable path: operands rounded to bf16
-// into float copies, then the float GEMM.
+// bf16gemm.cpp — chooses between hpmc's AMX and AVX512_BF16 GEMMs and the
+// portable path (bf16gemm.h), and is the portable path: operands rounded to
+// bf16 into float copies, then the float GEMM.
 #include "core/bf16gemm.h"
 
+#include <new>
+#include <string>
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/error.h"
 #include "core/sgemm.h"
 
 namespace hpmc {
@@ -22,14 +25,51 @@ bool bf16gemm_avx512_supported() {
 #endif
 }
 
+namespace {
+
+Bf16GemmPath decide_path() {
+  const char* env = std::getenv("HPMC_BF16_GEMM");
+  const std::string want = env ? env : "";
+  if (want.empty() || want == "auto")
+    return bf16gemm_amx_supported()      ? Bf16GemmPath::kAmx
+           : bf16gemm_avx512_supported() ? Bf16GemmPath::kAvx512Bf16
+                                         : Bf16GemmPath::kFallback;
+  if (want == "fallback") return Bf16GemmPath::kFallback;
+  if (want == "avx512_bf16") {
+    if (!bf16gemm_avx512_supported())
+      throw RuntimeError(
+          "HPMC_BF16_GEMM=avx512_bf16, but this CPU lacks AVX512_BF16 (with F, VL, BW, DQ); "
+          "unset it to use the fallback");
+    return Bf16GemmPath::kAvx512Bf16;
+  }
+  if (want == "amx") {
+    if (!bf16gemm_amx_supported())
+      throw RuntimeError(str("HPMC_BF16_GEMM=amx, but ", bf16gemm_amx_missing(),
+                             "; unset it to take the best path this machine has"));
+    return Bf16GemmPath::kAmx;
+  }
+  throw UsageError(
+      str("HPMC_BF16_GEMM=", want, ": expected amx, avx512_bf16, fallback or auto"));
+}
+
+}  // namespace
+
 Bf16GemmPath bf16gemm_path() {
-  static const Bf16GemmPath path =
-      bf16gemm_avx512_supported() ? Bf16GemmPath::kAvx512Bf16 : Bf16GemmPath::kFallback;
+  // Resolved once; configure_threads() calls this at start-up, so a bad
+  // HPMC_BF16_GEMM is reported there and not from inside a parallel region.
+  static const Bf16GemmPath path = decide_path();
   return path;
 }
 
 const char* bf16gemm_path_name(Bf16GemmPath p) {
-  return p == Bf16GemmPath::kAvx512Bf16 ? "hpmc avx512_bf16" : "bf16-rounded operands, float GEMM";
+  switch (p) {
+    case Bf16GemmPath::kAmx:
+      return "hpmc amx_bf16";
+    case Bf16GemmPath::kAvx512Bf16:
+      return "hpmc avx512_bf16";
+    default:
+      return "bf16-rounded operands, float GEMM";
+  }
 }
 
 namespace {
@@ -64,10 +104,70 @@ void bf16gemm_fallback(bool trans_a, bool trans_b, int m, int n, int k, float al
 
 void bf16gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
               int lda, const float* b, int ldb, float beta, float* c, int ldc) {
-  if (bf16gemm_path() == Bf16GemmPath::kAvx512Bf16)
-    bf16gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  else
-    bf16gemm_fallback(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  switch (bf16gemm_path()) {
+    case Bf16GemmPath::kAmx:
+      bf16gemm_amx(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      break;
+    case Bf16GemmPath::kAvx512Bf16:
+      bf16gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      break;
+    default:
+      bf16gemm_fallback(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+// ---- a packed A ----------------------------------------------------------------
+
+uint32_t* Bf16PackedA::reserve(size_t count) {
+  if (count > capacity) {
+    words.reset();
+    capacity = 0;
+    void* p = std::aligned_alloc(64, (count * sizeof(uint32_t) + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    words.reset(static_cast<uint32_t*>(p));
+    capacity = count;
+  }
+  return words.get();
+}
+
+bool bf16gemm_packs_a() { return bf16gemm_path() != Bf16GemmPath::kFallback; }
+
+void bf16gemm_pack_a(bool trans_a, int m, int k, const float* a, int lda, Bf16PackedA& out) {
+  switch (bf16gemm_path()) {
+    case Bf16GemmPath::kAmx:
+      bf16gemm_amx_pack_a(trans_a, m, k, a, lda, out);
+      break;
+    case Bf16GemmPath::kAvx512Bf16:
+      bf16gemm_avx512_pack_a(trans_a, m, k, a, lda, out);
+      break;
+    default:
+      throw RuntimeError("bf16gemm_pack_a: the fallback bf16 GEMM takes no packed A");
+  }
+}
+
+size_t bf16gemm_packed_a_words(int m, int k) {
+  switch (bf16gemm_path()) {
+    case Bf16GemmPath::kAmx:
+      return bf16gemm_amx_packed_a_words(m, k);
+    case Bf16GemmPath::kAvx512Bf16:
+      return bf16gemm_avx512_packed_a_words(m, k);
+    default:
+      return 0;
+  }
+}
+
+void bf16gemm_packed_a(const Bf16PackedA& a, bool trans_b, int n, float alpha, const float* b,
+                       int ldb, float beta, float* c, int ldc) {
+  switch (a.path) {
+    case Bf16GemmPath::kAmx:
+      bf16gemm_amx_packed_a(a, trans_b, n, alpha, b, ldb, beta, c, ldc);
+      break;
+    case Bf16GemmPath::kAvx512Bf16:
+      bf16gemm_avx512_packed_a(a, trans_b, n, alpha, b, ldb, beta, c, ldc);
+      break;
+    default:
+      throw RuntimeError("bf16gemm_packed_a: this Bf16PackedA was never packed");
+  }
 }
 
 }  // namespace hpmc

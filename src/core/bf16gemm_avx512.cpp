@@ -22,7 +22,8 @@
 // columns past N are zeros, so the kernel always runs whole tiles and only
 // its store is masked.
 //
-// Rounding happens in the packs, by vcvtne2ps2bf16 (bf16.h's rule). An
+// Rounding happens in the packs (their primitives: bf16_pack_avx512.h,
+// shared with the AMX kernel), by vcvtne2ps2bf16 (bf16.h's rule). An
 // operand whose K runs along memory (A, or B transposed) turns into pairs as
 // it is converted, and then goes through sgemm's 8×16 register transposes
 // (a pair is 32 bits, like a float). An operand whose K runs across rows (A
@@ -38,7 +39,7 @@
 // blocks add alpha·acc onto C, so each element's sum order is fixed by K
 // alone (bf16gemm.h, determinism).
 //
-// A prepacked A (Bf16PackedA, bf16gemm_pack_a) holds what the loops above
+// A prepacked A (Bf16PackedA, bf16gemm_avx512_pack_a) holds what the loops above
 // pack into Ap for every (K block, M block), all blocks side by side: K
 // block by K block (the same cut, from k alone), each block all M rows as
 // pack_a lays out one M block, in kMR-row micro-panels. With mr = M rounded
@@ -64,22 +65,21 @@
 #endif
 #include <cstdint>
 
+#include "core/bf16_pack_avx512.h"
 #include "core/gemm_avx512_common.h"
-
-#define HPMC_BF16 \
-  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,avx2,fma")))
-#define HPMC_BF16_INLINE HPMC_BF16 inline __attribute__((always_inline))
 
 namespace hpmc {
 
 namespace {
 
+using bf16_pack::pack_cols;
+using bf16_pack::pack_cols8;
+using bf16_pack::pack_rows8;
 using gemm_avx512::choose_nv;
 using gemm_avx512::kblocks_for;
 using gemm_avx512::kMR;
 using gemm_avx512::scale_c;
 using gemm_avx512::store_tile;
-using gemm_avx512::transpose8x16;
 
 // sgemm's blocks in bytes: a pair is as wide as a float.
 constexpr int kKC = 512;  // deepest K block in pairs: an A micro-panel is kMR·kKC·4 = 16 KiB
@@ -87,82 +87,6 @@ constexpr int kMC = 192;  // rows of a packed A block
 constexpr int kNC = 384;  // columns of a packed B block: kKC·kNC·4 = 768 KiB, in L2
 
 thread_local gemm_avx512::PackBuffer<uint32_t> a_pack, b_pack;
-
-inline __mmask16 low_mask16(int n) { return __mmask16((1u << std::clamp(n, 0, 16)) - 1); }
-
-// dst[p·ldd + r] = pair p of memory row r, i.e. src[r·lds + 2p] and
-// src[r·lds + 2p + 1] as bf16, for r < 8 and p < (kc + 1) / 2: eight rows
-// whose K runs along memory, turned into pairs and transposed. Rows at and
-// past `rows`, and k at and past kc, read as zeros.
-HPMC_BF16_INLINE void pack_rows8(const float* src, ptrdiff_t lds, int rows, int kc, uint32_t* dst,
-                                 ptrdiff_t ldd) {
-  for (int k0 = 0; k0 < kc; k0 += 32) {
-    const int left = std::min(32, kc - k0);
-    const __mmask16 m0 = low_mask16(left), m1 = low_mask16(left - 16);
-    __m512 r[8];
-    for (int i = 0; i < 8; ++i) {
-      if (i >= rows) {
-        r[i] = _mm512_setzero_ps();
-        continue;
-      }
-      const float* s = src + i * lds + k0;
-      const __m512bh w =
-          _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, s + 16), _mm512_maskz_loadu_ps(m0, s));
-      r[i] = _mm512_castsi512_ps((__m512i)w);
-    }
-    __m256 out[16];
-    transpose8x16(r, out);
-    const int pairs = (left + 1) / 2;
-    for (int p = 0; p < pairs; ++p)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (k0 / 2 + p) * ldd),
-                          _mm256_castps_si256(out[p]));
-  }
-}
-
-// dst[p·ldd + j] = pair p of column j, i.e. src[2p·lds + j] and
-// src[(2p + 1)·lds + j] as bf16, for j < 16·NV and p < (kc + 1) / 2: memory
-// rows that run across K, two at a time, their halves interleaved. Columns
-// at and past `cols`, and the row after an odd kc, read as zeros.
-template <int NV>
-HPMC_BF16_INLINE void pack_cols(const float* src, ptrdiff_t lds, int cols, int kc, uint32_t* dst,
-                                ptrdiff_t ldd) {
-  // Word 2j of the result is word j of the even row, word 2j + 1 word j of
-  // the odd one (at 16 + j in cvtne2ps2bf16's output).
-  const __m512i interleave = _mm512_set_epi16(
-      31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19,
-      3, 18, 2, 17, 1, 16, 0);
-  __mmask16 mask[NV];
-  for (int v = 0; v < NV; ++v) mask[v] = low_mask16(cols - 16 * v);
-  for (int p = 0; 2 * p < kc; ++p) {
-    const float* even = src + 2 * p * lds;
-    const bool has_odd = 2 * p + 1 < kc;
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      const __m512 lo = _mm512_maskz_loadu_ps(mask[v], even + 16 * v);
-      const __m512 hi =
-          has_odd ? _mm512_maskz_loadu_ps(mask[v], even + lds + 16 * v) : _mm512_setzero_ps();
-      const __m512i w = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-      _mm512_storeu_si512(dst + p * ldd + 16 * v, _mm512_permutexvar_epi16(interleave, w));
-    }
-  }
-}
-
-// The 8-column form of pack_cols, for the micro-panels of a transposed A.
-HPMC_BF16_INLINE void pack_cols8(const float* src, ptrdiff_t lds, int cols, int kc, uint32_t* dst,
-                                 ptrdiff_t ldd) {
-  const __m256i interleave =
-      _mm256_set_epi16(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
-  const __mmask8 mask = __mmask8((1u << cols) - 1);
-  for (int p = 0; 2 * p < kc; ++p) {
-    const float* even = src + 2 * p * lds;
-    const __m256 lo = _mm256_maskz_loadu_ps(mask, even);
-    const __m256 hi =
-        2 * p + 1 < kc ? _mm256_maskz_loadu_ps(mask, even + lds) : _mm256_setzero_ps();
-    const __m256i w = (__m256i)_mm256_cvtne2ps_pbh(hi, lo);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + p * ldd),
-                        _mm256_permutexvar_epi16(interleave, w));
-  }
-}
 
 // Ap ← op(A)[i0 : i0+mc, p0 : p0+kc] as kMR-row micro-panels of pairs: pair
 // p of row i of panel q lands at Ap[q·kMR·kc2 + p·kMR + i] (kc2 = (kc+1)/2).
@@ -338,29 +262,25 @@ void bf16gemm_avx512(bool trans_a, bool trans_b, int m, int n, int k, float alph
   gemm_dispatch(trans_a, trans_b, m, n, k, alpha, a, lda, nullptr, b, ldb, beta, c, ldc);
 }
 
-void bf16gemm_pack_a(bool trans_a, int m, int k, const float* a, int lda, Bf16PackedA& out) {
+void bf16gemm_avx512_pack_a(bool trans_a, int m, int k, const float* a, int lda,
+                            Bf16PackedA& out) {
+  out.path = Bf16GemmPath::kAvx512Bf16;
   out.trans = trans_a;
   out.m = std::max(m, 0);
   out.k = std::max(k, 0);
   if (m <= 0 || k <= 0) return;  // no words: a product with it only scales C
-  const size_t count = bf16gemm_packed_a_words(m, k);
-  if (count > out.capacity) {
-    out.words.reset();
-    out.capacity = 0;
-    void* p = std::aligned_alloc(64, (count * sizeof(uint32_t) + 63) / 64 * 64);
-    if (!p) throw std::bad_alloc();
-    out.words.reset(static_cast<uint32_t*>(p));
-    out.capacity = count;
-  }
-  pack_a_whole(trans_a, a, lda, m, k, out.words.get());
+  pack_a_whole(trans_a, a, lda, m, k, out.reserve(bf16gemm_avx512_packed_a_words(m, k)));
 }
 
-size_t bf16gemm_packed_a_words(int m, int k) {
+size_t bf16gemm_avx512_packed_a_words(int m, int k) {
   return m <= 0 || k <= 0 ? 0 : size_t(m_room_for(m)) * size_t((k + 1) / 2);
 }
 
 void bf16gemm_avx512_packed_a(const Bf16PackedA& a, bool trans_b, int n, float alpha,
                               const float* b, int ldb, float beta, float* c, int ldc) {
+  if (a.path != Bf16GemmPath::kAvx512Bf16)
+    throw RuntimeError(str("bf16gemm_avx512_packed_a: A was packed for the ",
+                           bf16gemm_path_name(a.path), " path"));
   gemm_dispatch(a.trans, trans_b, a.m, n, a.k, alpha, nullptr, 0, a.words.get(), b, ldb, beta, c,
                 ldc);
 }
@@ -376,11 +296,11 @@ void bf16gemm_avx512(bool, bool, int, int, int, float, const float*, int, const 
   throw RuntimeError("hpmc's AVX512_BF16 GEMM is not built for this CPU architecture");
 }
 
-void bf16gemm_pack_a(bool, int, int, const float*, int, Bf16PackedA&) {
+void bf16gemm_avx512_pack_a(bool, int, int, const float*, int, Bf16PackedA&) {
   throw RuntimeError("hpmc's AVX512_BF16 GEMM is not built for this CPU architecture");
 }
 
-size_t bf16gemm_packed_a_words(int, int) { return 0; }
+size_t bf16gemm_avx512_packed_a_words(int, int) { return 0; }
 
 void bf16gemm_avx512_packed_a(const Bf16PackedA&, bool, int, float, const float*, int, float,
                               float*, int) {

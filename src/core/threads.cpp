@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/bf16gemm.h"
 #include "core/sgemm.h"
 
 #ifdef _OPENMP
@@ -39,7 +40,8 @@ std::string wait_policy_description() {
 
 int configure_threads(int n, int local_ranks) {
   openblas_set_num_threads(1);
-  sgemm_path();  // resolve HPMC_GEMM now, outside any parallel region (sgemm.h)
+  sgemm_path();     // resolve HPMC_GEMM now, outside any parallel region (sgemm.h)
+  bf16gemm_path();  // and HPMC_BF16_GEMM (bf16gemm.h)
 #ifdef _OPENMP
   if (n <= 0) {
     const char* env = std::getenv("OMP_NUM_THREADS");

@@ -9,9 +9,10 @@
 //   * gemm: per image, im2col then one hpmc::gemm; OpenMP over the images of
 //     the batch, each thread with its own column buffer. A 1x1, stride-1,
 //     unpadded kernel skips im2col: the image already is its column matrix.
-//     In bf16 on the avx512_bf16 path, the forward and input-gradient passes
-//     pack the weights (their products' A operand) once per call, not once
-//     per image (bf16gemm.h, Bf16PackedA): the same bits, fewer packs.
+//     In bf16 on the amx and avx512_bf16 paths, the forward and
+//     input-gradient passes pack the weights (their products' A operand)
+//     once per call, not once per image (bf16gemm.h, Bf16PackedA): the same
+//     bits, fewer packs.
 //   * thin (conv2d_thin.h): direct, vectorised, no column matrix, for layers
 //     with few output channels, where the gemm has too few rows to pay for
 //     im2col. conv2d_forward / _backward_data / _backward_params at the end
@@ -318,14 +319,15 @@ double sum_in_double(const T* d, int n) {
 
 // The weights as every image's product in a pass takes them (op(W) m × k,
 // W with leading dimension ldw), packed once into ws.w_packed where that
-// product runs on bf16gemm's avx512_bf16 path (float, bf16, a CPU with
-// AVX512_BF16); null elsewhere, where each image calls gemm with W as before.
+// product runs on a bf16gemm path that takes a packed A (float, bf16, a CPU
+// with AMX or AVX512_BF16: bf16gemm_packs_a()); null elsewhere, where each
+// image calls gemm with W as before.
 // Called outside parallel regions: the threads then only read the words.
 template <typename T>
 const Bf16PackedA* pack_weights(Precision prec, bool trans, int m, int k, const T* w, int ldw,
                                 Conv2dWorkspace<T>& ws) {
   if constexpr (std::is_same_v<T, float>) {
-    if (prec == Precision::kBf16 && bf16gemm_path() == Bf16GemmPath::kAvx512Bf16) {
+    if (prec == Precision::kBf16 && bf16gemm_packs_a()) {
       bf16gemm_pack_a(trans, m, k, w, ldw, ws.w_packed);
       return &ws.w_packed;
     }
@@ -340,7 +342,7 @@ void weights_gemm(const Bf16PackedA* wp, Precision prec, bool trans, int m, int 
                   const T* w, int ldw, const T* b, int ldb, T beta, T* c, int ldc) {
   if constexpr (std::is_same_v<T, float>) {
     if (wp) {
-      bf16gemm_avx512_packed_a(*wp, false, n, 1.f, b, ldb, beta, c, ldc);
+      bf16gemm_packed_a(*wp, false, n, 1.f, b, ldb, beta, c, ldc);
       return;
     }
   }
@@ -445,10 +447,11 @@ void conv2d_gemm_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
 
 // The bytes the workspace's packed weights (Conv2dWorkspace::w_packed) hold
 // after a layer's passes in `prec`: the larger of the forward's and the input
-// gradient's pack where they take the gemm path in bf16 on avx512_bf16, else
-// 0. For memory estimates (Layer::workspace_bytes).
+// gradient's pack where they take the gemm path in bf16 on a bf16gemm path
+// that packs A (amx, avx512_bf16), else 0. For memory estimates
+// (Layer::workspace_bytes).
 inline size_t conv2d_packed_weights_bytes(const Conv2dShape& sh, Precision prec) {
-  if (prec != Precision::kBf16 || bf16gemm_path() != Bf16GemmPath::kAvx512Bf16 ||
+  if (prec != Precision::kBf16 || !bf16gemm_packs_a() ||
       conv2d_thin_applies(sh, prec))
     return 0;
   return std::max(bf16gemm_packed_a_words(sh.K, sh.col_rows()),
