@@ -252,9 +252,6 @@ void cmd_bench(const BenchOptions& o, std::ostream& out) {
     if (c.ghz > 0)
       peak_line += str("; nominal ", c.cores, " x ", c.fma_units, " FMA units x ", c.simd_floats,
                        " floats x 2 x ", fmt("%.2f", c.ghz), " GHz = ", fmt("%.1f", c.flops / 1e9));
-    // No AMX peak is measured: the fractions below are of the vdpbf16ps loop's.
-    if (bf16 && bf16gemm_path() == Bf16GemmPath::kAmx)
-      peak_line += "; the GEMM runs on AMX tiles, which this loop does not use";
   }
   const double rate_unit = on_gpu ? 1e12 : 1e9;
   const char* rate_name = on_gpu ? "TFLOP/s" : "GFLOP/s";

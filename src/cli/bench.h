@@ -33,11 +33,11 @@ struct MeasuredPeak {
   double flops = 0;  // FLOP/s
 };
 MeasuredPeak measure_cpu_fma_peak(int threads);
-// The same for training.precision: bf16: independent vdpbf16ps (32 bf16
-// products a vector, each a multiply-add) where the CPU has AVX512_BF16, the
-// ceiling of hpmc's avx512_bf16 GEMM (not of its amx path, whose tiles this
-// does not use); elsewhere the bf16 GEMM runs on FP32 FMAs (bf16gemm.h,
-// fallback) and this is measure_cpu_fma_peak.
+// The same for training.precision: bf16, in the instruction of the bf16
+// GEMM's path (bf16gemm.h): on amx, independent TDPBF16PS tile products
+// (bf16gemm_amx_peak_loop); on avx512_bf16, independent vdpbf16ps (32 bf16
+// products a vector, each a multiply-add); elsewhere the bf16 GEMM runs on
+// FP32 FMAs (fallback) and this is measure_cpu_fma_peak.
 MeasuredPeak measure_cpu_bf16_peak(int threads);
 
 // Median (the mean of the middle two for an even count), min and max.

@@ -3,7 +3,9 @@
 // the CPU has, on every thread at once. A nominal clock times a datasheet
 // width is a poor peak on a machine that boosts (or shares its cores); this is
 // the rate a perfect GEMM inner loop could reach here and now. Likewise
-// measure_cpu_bf16_peak with AVX512_BF16 dot products (vdpbf16ps).
+// measure_cpu_bf16_peak with the bf16 GEMM's instruction: AMX-BF16 tile
+// products (tdpbf16ps) on its amx path, else AVX512_BF16 dot products
+// (vdpbf16ps).
 #include <chrono>
 #include <cstring>
 
@@ -129,6 +131,14 @@ MeasuredPeak measure_cpu_fma_peak(int threads) {
 }
 
 MeasuredPeak measure_cpu_bf16_peak(int threads) {
+  if (bf16gemm_path() == Bf16GemmPath::kAmx) {
+    MeasuredPeak p;
+    p.threads = threads > 0 ? threads : 1;
+    p.width = 32;  // bf16 values a tile row
+    p.isa = "AMX-BF16 tdpbf16ps";
+    p.flops = best_rate(p, 4.0 * 16 * 16 * 32 * 2, bf16gemm_amx_peak_loop);
+    return p;
+  }
 #if defined(__x86_64__)
   if (bf16gemm_avx512_supported()) {
     MeasuredPeak p;

@@ -139,6 +139,12 @@ size_t bf16gemm_amx_packed_a_words(int m, int k);
 void bf16gemm_amx_packed_a(const Bf16PackedA& a, bool trans_b, int n, float alpha,
                            const float* b, int ldb, float beta, float* c, int ldc);
 
+// hpmc bench's measured peak of the amx path: `iters` rounds of four
+// independent TDPBF16PS (16 × 16 × 32 multiply-adds each: 65,536 FLOPs a
+// round) on the calling thread; returns a value that depends on all of them.
+// Requires bf16gemm_amx_supported().
+float bf16gemm_amx_peak_loop(long iters);
+
 // For tests: the amx path with its tile kernel replaced by scalar code that
 // follows Intel's pseudo-code for TDPBF16PS (bf16gemm_amx.cpp) — the same
 // packs, loops and stores, without tile instructions, so it runs wherever

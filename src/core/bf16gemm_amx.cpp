@@ -498,6 +498,43 @@ void bf16gemm_amx_packed_a(const Bf16PackedA& a, bool trans_b, int n, float alph
   gemm_packed(false, a, trans_b, n, alpha, b, ldb, beta, c, ldc);
 }
 
+HPMC_AMX float bf16gemm_amx_peak_loop(long iters) {
+  require_amx("bf16gemm_amx_peak_loop");
+  // A: bf16 2^-20 everywhere, B: 1.0 (pairs 0x3580 3580, 0x3f80 3f80): each
+  // instruction adds 32 · 2^-20 to every accumulator, finite for any run.
+  alignas(64) static const struct Ops {
+    uint32_t a[kTileWords], b[kTileWords];
+    Ops() {
+      for (int i = 0; i < kTileWords; ++i) a[i] = 0x35803580u, b[i] = 0x3f803f80u;
+    }
+  } ops;
+  alignas(64) float out[16 * 16];
+  TileScope tiles(true);
+  HPMC_TILE_LOAD(4, ops.a, kTileRowBytes);
+  HPMC_TILE_LOAD(5, ops.a, kTileRowBytes);
+  HPMC_TILE_LOAD(6, ops.b, kTileRowBytes);
+  HPMC_TILE_LOAD(7, ops.b, kTileRowBytes);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (long i = 0; i < iters; ++i) {  // four independent chains, as tile_kernel's block
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  float sum = 0;
+  _tile_stored(0, out, 64);
+  sum += out[0];
+  _tile_stored(1, out, 64);
+  sum += out[0];
+  _tile_stored(2, out, 64);
+  sum += out[0];
+  _tile_stored(3, out, 64);
+  return sum + out[0];
+}
+
 void bf16gemm_amx_emulated(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                            const float* a, int lda, const float* b, int ldb, float beta, float* c,
                            int ldc) {
@@ -536,6 +573,8 @@ void bf16gemm_amx_pack_a(bool, int, int, const float*, int, Bf16PackedA&) {
 }
 
 size_t bf16gemm_amx_packed_a_words(int, int) { return 0; }
+
+float bf16gemm_amx_peak_loop(long) { throw RuntimeError(kNotBuilt); }
 
 void bf16gemm_amx_packed_a(const Bf16PackedA&, bool, int, float, const float*, int, float, float*,
                            int) {
