@@ -14,7 +14,10 @@
 // its three passes by plan, next to the unfolded conv4 on the upsampled map.
 // TFLOP/s there count the multiply-adds the fold executes (4/9 of conv4's).
 //
-//   hpmc_conv_bench [batch=64] [reps=20] [only]     only: "fold" times the fold alone
+//   hpmc_conv_bench [batch=64] [reps=20] [only] [precision=fp32]
+//     only: "fold" times the fold alone ("all" or "-": everything);
+//     precision: fp32, tf32 or bf16 (training.precision: the tensor-core
+//     stand-ins of the tiles in tf32 and bf16)
 //
 // Each figure: the median over 5 trials of `reps` back-to-back calls, timed
 // with CUDA events after 3 warm-up calls, in ms per call, and TFLOP/s counting
@@ -33,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "core/precision.h"
 #include "layers/conv_shape.h"
 #include "layers/gpu/conv2d_kernels.h"
 #include "layers/gpu/implicit_conv.h"
@@ -116,10 +120,12 @@ struct Best {
 int main(int argc, char** argv) {
   const int batch = argc > 1 ? std::atoi(argv[1]) : 64;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 20;
+  const Precision precision = argc > 4 ? parse_precision(argv[4]) : Precision::kFp32;
+  const ScopedPrecision scope(precision);
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "properties");
-  std::printf("hpmc_conv_bench: %s, %d SMs, batch %d, %d calls per trial\n", prop.name,
-              prop.multiProcessorCount, batch, reps);
+  std::printf("hpmc_conv_bench: %s, %d SMs, batch %d, %d calls per trial, precision %s\n",
+              prop.name, prop.multiProcessorCount, batch, reps, precision_name(precision));
 
   const bool fold_only = argc > 3 && std::string(argv[3]) == "fold";
   const Layer layers[] = {{"conv1", 3, 32, 256},
