@@ -130,6 +130,7 @@
 // fp32        the engines above, bit for bit as they always were.
 // tf32, bf16  every GEMM-engine launch (the three passes, the upsample fold, the
 //             plain GEMM) runs its configuration's tensor-core stand-in (TcOf,
+//             and GatherOf's for the channel-major gathers,
 //             implicit_conv_kernels.cuh; implicit_gemm_tc.cuh): the same tile,
 //             plan, loaders and epilogue, each operand rounded to tf32 or bf16 as
 //             it is read from shared memory, products summed in FP32 by mma.sync.
