@@ -24,8 +24,6 @@
 // reason says when it does not):
 //   sde64 -spr -- build/tests/hpmc_tests --gtest_filter='Bf16Gemm.Amx*'
 
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -723,17 +721,7 @@ TEST(Bf16Gemm, AmxRefusesWhereItCannotRun) {
 // reports; a path the machine cannot run is an error, an unknown value a
 // usage error.
 TEST(Bf16Gemm, EnvironmentChoosesThePath) {
-  auto info = [](const std::string& env) {
-    testing::TempDir tmp;
-    const std::string cmd = env + " '" + testing::hpmc_binary() + "' info >'" + tmp.file("out") +
-                            "' 2>'" + tmp.file("err") + "' </dev/null";
-    const int status = std::system(cmd.c_str());
-    testing::CliResult r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = testing::slurp(tmp.file("out"));
-    r.err = testing::slurp(tmp.file("err"));
-    return r;
-  };
+  auto info = [](const std::string& env) { return testing::run_hpmc("info", env); };
   testing::CliResult r = info("HPMC_BF16_GEMM=fallback");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("bf16 GEMM    : bf16-rounded operands, float GEMM"), std::string::npos)

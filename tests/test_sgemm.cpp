@@ -246,17 +246,7 @@ TEST(Sgemm, OpenBlasErrorIsFloatRoundingOnMlpProducts) { check_mlp_products(sgem
 // HPMC_GEMM picks the path for the whole process, as `hpmc info` reports;
 // an unknown value is a usage error.
 TEST(Sgemm, EnvironmentChoosesThePath) {
-  auto info = [](const std::string& env) {
-    testing::TempDir tmp;
-    const std::string cmd = env + " '" + testing::hpmc_binary() + "' info >'" + tmp.file("out") +
-                            "' 2>'" + tmp.file("err") + "' </dev/null";
-    const int status = std::system(cmd.c_str());
-    testing::CliResult r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = testing::slurp(tmp.file("out"));
-    r.err = testing::slurp(tmp.file("err"));
-    return r;
-  };
+  auto info = [](const std::string& env) { return testing::run_hpmc("info", env); };
   testing::CliResult r = info("HPMC_GEMM=openblas");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("float GEMM   : openblas"), std::string::npos) << r.out;

@@ -3,6 +3,7 @@
 // bf16 into float copies, then the float GEMM.
 #include "core/bf16gemm.h"
 
+#include <algorithm>
 #include <new>
 #include <string>
 #include <vector>
@@ -118,7 +119,13 @@ void bf16gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, cons
 
 // ---- a packed A ----------------------------------------------------------------
 
-uint32_t* Bf16PackedA::reserve(size_t count) {
+uint32_t* Bf16PackedA::start(Bf16GemmPath packer, bool transposed, int rows, int depth,
+                              size_t count) {
+  path = packer;
+  trans = transposed;
+  m = std::max(rows, 0);
+  k = std::max(depth, 0);
+  if (rows <= 0 || depth <= 0) return nullptr;
   if (count > capacity) {
     words.reset();
     capacity = 0;

@@ -106,9 +106,12 @@ struct Bf16PackedA {
   std::unique_ptr<uint32_t[], Free> words;  // 64-byte aligned
   size_t capacity = 0;                      // words allocated
 
-  // `count` words (at least), 64-byte aligned: the ones held where they
-  // suffice, else new ones (the old are dropped, not copied).
-  uint32_t* reserve(size_t count);
+  // Records that `packer` packs an m × k op(A) (transposed: A was given
+  // transposed) into `count` words and returns them, 64-byte aligned (the
+  // ones held where they suffice, else new ones: the old are dropped, not
+  // copied); null where m or k is 0 or less: no words, a product with it
+  // only scales C.
+  uint32_t* start(Bf16GemmPath packer, bool transposed, int rows, int depth, size_t count);
 };
 
 // Whether bf16gemm_path() multiplies a packed A (amx, avx512_bf16: yes;

@@ -49,8 +49,9 @@
 // (bf16gemm.h, determinism).
 //
 // The block sizes are a first choice, not tuned (docs/PERFORMANCE.md#cpu-bf16:
-// 8% of the tile peak over the CIFAR step on a 16-core Xeon): kKT = 16 tiles make 32 KiB of a pair of A panels (L1), and with
-// kNC = 256 columns 256 KiB of Bp (L2); acc is kMC·kNC·4 = 128 KiB. Ap holds
+// 8% of the tile peak over the CIFAR step on a 16-core Xeon): kKT = 16 tiles
+// make 32 KiB of a pair of A panels (L1), and with kNC = 256 columns 256 KiB
+// of Bp (L2); acc is kMC·kNC·4 = 128 KiB. Ap holds
 // all of op(A) in bf16, half the bytes of A's floats (the fallback copies A
 // whole as floats), and Bp all of K for kNC columns, in buffers each thread
 // keeps for its next call.
@@ -480,12 +481,8 @@ void bf16gemm_amx(bool trans_a, bool trans_b, int m, int n, int k, float alpha, 
 
 void bf16gemm_amx_pack_a(bool trans_a, int m, int k, const float* a, int lda, Bf16PackedA& out) {
   require_packs("bf16gemm_amx_pack_a");
-  out.path = Bf16GemmPath::kAmx;
-  out.trans = trans_a;
-  out.m = std::max(m, 0);
-  out.k = std::max(k, 0);
-  if (m <= 0 || k <= 0) return;  // no words: a product with it only scales C
-  pack_a(trans_a, a, lda, m, k, out.reserve(bf16gemm_amx_packed_a_words(m, k)));
+  uint32_t* w = out.start(Bf16GemmPath::kAmx, trans_a, m, k, bf16gemm_amx_packed_a_words(m, k));
+  if (w) pack_a(trans_a, a, lda, m, k, w);
 }
 
 size_t bf16gemm_amx_packed_a_words(int m, int k) {

@@ -264,12 +264,9 @@ void bf16gemm_avx512(bool trans_a, bool trans_b, int m, int n, int k, float alph
 
 void bf16gemm_avx512_pack_a(bool trans_a, int m, int k, const float* a, int lda,
                             Bf16PackedA& out) {
-  out.path = Bf16GemmPath::kAvx512Bf16;
-  out.trans = trans_a;
-  out.m = std::max(m, 0);
-  out.k = std::max(k, 0);
-  if (m <= 0 || k <= 0) return;  // no words: a product with it only scales C
-  pack_a_whole(trans_a, a, lda, m, k, out.reserve(bf16gemm_avx512_packed_a_words(m, k)));
+  uint32_t* w =
+      out.start(Bf16GemmPath::kAvx512Bf16, trans_a, m, k, bf16gemm_avx512_packed_a_words(m, k));
+  if (w) pack_a_whole(trans_a, a, lda, m, k, w);
 }
 
 size_t bf16gemm_avx512_packed_a_words(int m, int k) {
