@@ -73,7 +73,7 @@ struct Case {
 // Runs one product and checks it against both references; returns the
 // largest |c − exact(rounded)| / bound seen (≤ 1 passes).
 double check_product(tc::Operands p, const Case& cs, bool ta, bool tb, bool acc, bool aligned,
-                     uint64_t seed) {
+                     uint64_t seed, int splits = 0) {
   const int m = cs.m, n = cs.n, k = cs.k;
   Rng rng(seed);
   const std::vector<float> a = random_floats(size_t(m) * k, rng);  // op(A)[i][l]
@@ -94,7 +94,7 @@ double check_product(tc::Operands p, const Case& cs, bool ta, bool tb, bool acc,
       hc[size_t(i) * ldc + j] = acc ? c0[size_t(i) * n + j] : std::numeric_limits<float>::quiet_NaN();
   Tensor da = gpu_of(ha), db = gpu_of(hb), dc = gpu_of(hc);
   tc::gemm(p, ta, tb, m, n, k, da.data<float>(), lda, db.data<float>(), ldb, dc.data<float>(),
-           ldc, acc);
+           ldc, acc, splits);
   gpu::check_after("tensor-core gemm");
   const std::vector<float> out = host_of(dc);
 
@@ -154,6 +154,45 @@ TEST_P(GpuGemmTc, EveryTransposeAndShapeMatchesTheRoundedDoubleProduct) {
             const double worst = check_product(p, cs, ta, tb, acc, aligned, ++seed);
             EXPECT_LE(worst, 1.0) << "largest error over its FP32-sum bound";
           }
+}
+
+// Split-K: the slice count follows the shape (splits_for: 1 where the tiles
+// fill the GPU, more where a few tiles have a long k), and every count —
+// chosen, forced, uneven (the last slice shorter), more than the k-tiles —
+// keeps each element within the FP32-sum bound, repeatably.
+TEST_P(GpuGemmTc, SplitKSlicesStayWithinTheBound) {
+  HPMC_REQUIRE_GPU();
+  const tc::Operands p = GetParam();
+  EXPECT_EQ(tc::splits_for(p, 2048, 2048, 4096), 1);  // 256 tiles: no split
+  EXPECT_EQ(tc::splits_for(p, 512, 512, 64), 1);      // k too short to cut
+  EXPECT_GT(tc::splits_for(p, 512, 512, 4096), 1);    // a linear layer's weight gradient
+  EXPECT_LE(tc::splits_for(p, 1, 1, 1 << 20), 16);
+  const Case cases[] = {{130, 5, 2051}, {64, 300, 1000}, {37, 129, 777}};
+  uint64_t seed = 9500;
+  for (const Case& cs : cases)
+    for (int splits : {0, 2, 3, 7, 5000})
+      for (int t = 0; t < 4; ++t) {
+        const bool ta = t & 1, tb = t & 2, acc = (t + splits) % 2 == 1;
+        SCOPED_TRACE(str(tc::operands_name(p), " m", cs.m, " n", cs.n, " k", cs.k, " splits ",
+                         splits, ta ? " At" : "", tb ? " Bt" : "", acc ? " accumulate" : ""));
+        EXPECT_LE(check_product(p, cs, ta, tb, acc, t == 1, ++seed, splits), 1.0);
+      }
+  // The same slices, the same bits.
+  Rng rng(32);
+  const int m = 64, n = 300, k = 1000;
+  Tensor da = gpu_of(random_floats(size_t(m) * k, rng));
+  Tensor db = gpu_of(random_floats(size_t(k) * n, rng));
+  std::vector<std::vector<float>> runs;
+  for (int r = 0; r < 2; ++r) {
+    Tensor dc = gpu_of(std::vector<float>(size_t(m) * n, 0.f));
+    tc::gemm(p, false, false, m, n, k, da.data<float>(), k, db.data<float>(), n, dc.data<float>(),
+             n, false, 5);
+    runs.push_back(host_of(dc));
+  }
+  EXPECT_EQ(std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * sizeof(float)), 0);
+  EXPECT_THROW(tc::gemm(p, false, false, m, n, k, da.data<float>(), k, db.data<float>(), n,
+                        da.data<float>(), n, false, -1),
+               RuntimeError);
 }
 
 TEST_P(GpuGemmTc, ZeroKWritesZerosOrLeavesC) {

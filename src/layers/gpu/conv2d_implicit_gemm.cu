@@ -25,9 +25,13 @@
 //                  splitk_reduce_taps_kernel put column n' back at dw[ko][c][rs].
 // gemm             C[m×n] (= or +=) op(A)·op(B), row-major, leading dimensions lda/ldb/ldc;
 //                  the transposes select the loaders' thread mappings (4 instantiations).
-//                  With HPMC_GEMM_LARGE=auto, large products (m, n ≥ 128 and
-//                  m·n·k ≥ 2^27) run on the large-GEMM engine instead; with 1, every
-//                  product does (gemm_large.h; opt-in until measured on a GPU).
+//                  In fp32, with HPMC_GEMM_LARGE=auto, large products (m, n ≥ 128
+//                  and m·n·k ≥ 2^27) run on the large-GEMM engine instead; with 1,
+//                  every product does (gemm_large.h). In tf32 and bf16 every product
+//                  runs on the tensor-core engine (gemm_tc.h, split-K where the
+//                  tiles leave SMs idle), whatever its size: the precision rounds
+//                  every product's operands, and its tiles beat the FFMA engines
+//                  even where a 128×128 tile is mostly padding.
 // The im2col matrix is never materialised: each loader computes its addresses on
 // the fly and copies straight into shared memory (cp.async).
 //
@@ -1172,21 +1176,20 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int l
                            " lda=", lda, " ldb=", ldb, " ldc=", ldc, ", trans_a=", trans_a,
                            " trans_b=", trans_b, ")"));
   if (m == 0 || n == 0 || (k == 0 && accumulate)) return;
+  switch (current_precision()) {  // tf32 and bf16: every product on the tensor cores (gemm_tc.h)
+    case Precision::kFp32: break;
+    case Precision::kTf32:
+      gemm_tc::gemm(gemm_tc::Operands::kTf32, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
+                    accumulate);
+      return;
+    case Precision::kBf16:
+      gemm_tc::gemm(gemm_tc::Operands::kBf16, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
+                    accumulate);
+      return;
+  }
   if (gemm_large::use_large(m, n, k)) {  // the shape rule, or HPMC_GEMM_LARGE (gemm_large.h)
-    // The large products in tf32 and bf16: the tensor-core engine (gemm_tc.h)
-    switch (current_precision()) {
-      case Precision::kFp32:
-        gemm_large::gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
-        return;
-      case Precision::kTf32:
-        gemm_tc::gemm(gemm_tc::Operands::kTf32, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
-                      accumulate);
-        return;
-      case Precision::kBf16:
-        gemm_tc::gemm(gemm_tc::Operands::kBf16, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
-                      accumulate);
-        return;
-    }
+    gemm_large::gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+    return;
   }
   const Tile t = pick_tile(m, n, 1);
   int splits = 1, tps = 1;

@@ -371,17 +371,38 @@ __global__ void __launch_bounds__(C::NT, kBlocksPerSM) gemm_large_kernel(const _
 }
 
 // C[m][n] = (C[m][n] +) Σ_{z ascending} ws[z][m][n], in double, rounded once.
+// A thread takes 4 consecutive columns of a row (ldw % 4 == 0 and ws 16-byte
+// aligned: float4 loads; float4 loads and stores of C where vec_c says C
+// allows them), thread x of the grid the columns, y the rows (grid-stride):
+// no division per element.
 __global__ void __launch_bounds__(256)
     splitk_sum_kernel(const float* __restrict__ ws, int splits, long long slice, long long ldw,
-                      int M, int N, float* __restrict__ c, long long ldc, bool accumulate) {
-  const long long total = (long long)M * N;
-  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
-       e += (long long)gridDim.x * blockDim.x) {
-    const long long m = e / N, n = e % N;
-    double s = 0.0;
-    for (int z = 0; z < splits; ++z) s += (double)ws[z * slice + m * ldw + n];
+                      int M, int N, float* __restrict__ c, long long ldc, bool accumulate,
+                      bool vec_c) {
+  const int n = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+  if (n >= N) return;
+  for (int m = blockIdx.y; m < M; m += gridDim.y) {
+    double s[4] = {0.0, 0.0, 0.0, 0.0};
+    for (int z = 0; z < splits; ++z) {
+      const float4 v = *reinterpret_cast<const float4*>(ws + z * slice + m * ldw + n);
+      s[0] += (double)v.x, s[1] += (double)v.y, s[2] += (double)v.z, s[3] += (double)v.w;
+    }
     float* o = c + m * ldc + n;
-    *o = accumulate ? (float)((double)*o + s) : (float)s;
+    if (vec_c && n + 3 < N) {
+      float4 r;
+      if (accumulate) {
+        const float4 old = *reinterpret_cast<const float4*>(o);
+        r = make_float4(float((double)old.x + s[0]), float((double)old.y + s[1]),
+                        float((double)old.z + s[2]), float((double)old.w + s[3]));
+      } else {
+        r = make_float4(float(s[0]), float(s[1]), float(s[2]), float(s[3]));
+      }
+      *reinterpret_cast<float4*>(o) = r;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (n + j < N) o[j] = accumulate ? float((double)o[j] + s[j]) : float(s[j]);
+    }
   }
 }
 
@@ -514,9 +535,9 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int l
   float* ws = nullptr;
   long long ldw = 0, slice = 0;
   if (splits > 1) {
-    ldw = (n + 3) / 4 * 4;
+    ldw = splitk_ldw(n);
     slice = ldw * m;
-    ws = workspace().floats(size_t(slice) * splits);
+    ws = splitk_workspace(splits, m, n);
     p.c = ws;
     p.ldc = ldw;
     p.split_stride = slice;
@@ -532,12 +553,24 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int l
   if (variant == Variant::kK8) launch_ab<CfgK8>(ka, kb, p, grid);
   else launch_ab<CfgK16>(ka, kb, p, grid);
 
-  if (splits > 1) {
-    const long long total = (long long)m * n;
-    const long long blocks = std::min<long long>(tiles(total, 256), 4 * 1024);
-    splitk_sum_kernel<<<unsigned(blocks), 256>>>(ws, splits, slice, ldw, m, n, c, ldc, accumulate);
-    HPMC_CUDA_LAUNCH_CHECK("large gemm split-K sum");
-  }
+  if (splits > 1) splitk_sum(ws, splits, m, n, c, ldc, accumulate);
+}
+
+long long splitk_ldw(int n) { return (n + 3ll) / 4 * 4; }
+
+float* splitk_workspace(int splits, int m, int n) {
+  return workspace().floats(size_t(splitk_ldw(n)) * size_t(m) * size_t(splits));
+}
+
+void splitk_sum(const float* ws, int splits, int m, int n, float* c, int ldc, bool accumulate) {
+  const long long ldw = splitk_ldw(n), slice = ldw * m;
+  if (m == 0 || n == 0) return;
+  const long long gx = tiles(tiles(n, 4), 256);
+  const long long gy = std::max(1ll, std::min<long long>({m, 65535, 4096 / gx}));
+  const bool vec_c = aligned16(c) && ldc % 4 == 0;
+  splitk_sum_kernel<<<dim3(unsigned(gx), unsigned(gy)), 256>>>(ws, splits, slice, ldw, m, n, c,
+                                                              ldc, accumulate, vec_c);
+  HPMC_CUDA_LAUNCH_CHECK("gemm split-K sum");
 }
 
 }  // namespace hpmc::gpu::gemm_large

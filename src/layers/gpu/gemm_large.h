@@ -61,4 +61,14 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int l
           const float* b, int ldb, float* c, int ldc, bool accumulate,
           Variant variant = Variant::kK16, int splits = 0);
 
+// The split-K workspace both 128×128 engines share (this one and gemm_tc.h):
+// slices ws[z·slice + i·ldw + j], z < splits, i < m, j < n, with
+// ldw = splitk_ldw(n) (n rounded up to 4) and slice = ldw·m; the pointer
+// stays valid until the next call of either engine.
+long long splitk_ldw(int n);
+float* splitk_workspace(int splits, int m, int n);
+// C[i][j] = (C[i][j] +) Σ_z ws[z·slice + i·ldw + j], z ascending, in double,
+// rounded once (on the default stream, after the slices' kernel).
+void splitk_sum(const float* ws, int splits, int m, int n, float* c, int ldc, bool accumulate);
+
 }  // namespace hpmc::gpu::gemm_large

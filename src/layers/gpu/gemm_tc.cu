@@ -49,6 +49,7 @@
 
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "layers/gpu/gemm_large.h"
 #include "layers/gpu/mma.cuh"
 
 namespace hpmc::gpu::gemm_tc {
@@ -181,14 +182,17 @@ struct Operand {
   }
 };
 
-// C[M×N] (= or +=) op(A)·op(B); block (x, y) computes rows y·128…, columns x·128….
+// C[M×N] (= or +=) op(A)·op(B); block (x, y, z) computes rows y·128…, columns
+// x·128… over k-tiles z·tps … z·tps + tps − 1 (all of them without split-K),
+// into C + z·split_stride (the split-K workspace's slice z).
 template <class P, bool TA, bool TB>
 __global__ void __launch_bounds__(kThreads, 2)
     gemm_tc_kernel(int M, int N, int K, const float* __restrict__ A, int lda, bool vec_a,
                    const float* __restrict__ B, int ldb, bool vec_b, float* __restrict__ C,
-                   int ldc, bool accumulate) {
+                   int ldc, bool accumulate, int tps, long long split_stride) {
   __shared__ __align__(16) uint32_t smem[2][2][kTileWords];  // [buffer][A, B]
   const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
+  C += blockIdx.z * split_stride;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int wm = warp / 4, wn = warp % 4, g = lane / 4, tq = lane % 4;
 
@@ -202,10 +206,11 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
-  const int ktiles = (K + P::KT - 1) / P::KT;
+  const int kt0 = blockIdx.z * tps;
+  const int ktiles = max(0, min((K + P::KT - 1) / P::KT - kt0, tps));  // this slice's
   if (ktiles > 0) {
-    oa.load(A, lda, M, K, m0, 0, vec_a);
-    ob.load(B, ldb, N, K, n0, 0, vec_b);
+    oa.load(A, lda, M, K, m0, kt0 * P::KT, vec_a);
+    ob.load(B, ldb, N, K, n0, kt0 * P::KT, vec_b);
     oa.store(smem[0][0]);
     ob.store(smem[0][1]);
   }
@@ -214,8 +219,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int cur = kt & 1;
     const bool more = kt + 1 < ktiles;
     if (more) {
-      oa.load(A, lda, M, K, m0, (kt + 1) * P::KT, vec_a);
-      ob.load(B, ldb, N, K, n0, (kt + 1) * P::KT, vec_b);
+      oa.load(A, lda, M, K, m0, (kt0 + kt + 1) * P::KT, vec_a);
+      ob.load(B, ldb, N, K, n0, (kt0 + kt + 1) * P::KT, vec_b);
     }
     const uint32_t* sa = smem[cur][0];
     const uint32_t* sb = smem[cur][1];
@@ -267,39 +272,60 @@ __global__ void __launch_bounds__(kThreads, 2)
     __syncthreads();
   }
 
+  // C (+)= acc, 16 rows of the warp's tile at a time: with accumulate, all of
+  // their 16 loads of C are issued before the first store (one load latency
+  // per group, not one per element: a k = 64 weight gradient of 8192×784
+  // spent 0.07 ms here with the loads one after another).
 #pragma unroll
-  for (int i = 0; i < kMmaM; ++i)
+  for (int i = 0; i < kMmaM; ++i) {
+    float old[kMmaN][4];
 #pragma unroll
     for (int j = 0; j < kMmaN; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = m0 + wm * kWarpM + i * 16 + g + 8 * h;
         const int col = n0 + wn * kWarpN + j * 8 + 2 * tq;
-        if (row >= M) continue;
+        const float* o = C + (long long)row * ldc + col;
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          old[j][2 * h + e] = accumulate && row < M && col + e < N ? o[e] : 0.f;
+      }
+#pragma unroll
+    for (int j = 0; j < kMmaN; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = m0 + wm * kWarpM + i * 16 + g + 8 * h;
+        const int col = n0 + wn * kWarpN + j * 8 + 2 * tq;
         float* o = C + (long long)row * ldc + col;
 #pragma unroll
         for (int e = 0; e < 2; ++e)
-          if (col + e < N) o[e] = accumulate ? o[e] + acc[i][j][2 * h + e] : acc[i][j][2 * h + e];
+          if (row < M && col + e < N) o[e] = old[j][2 * h + e] + acc[i][j][2 * h + e];
       }
+  }
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 template <class P>
 void launch(bool ta, bool tb, dim3 grid, int m, int n, int k, const float* a, int lda, bool va,
-            const float* b, int ldb, bool vb, float* c, int ldc, bool acc) {
-  if (ta && tb) gemm_tc_kernel<P, true, true><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc);
-  else if (ta) gemm_tc_kernel<P, true, false><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc);
-  else if (tb) gemm_tc_kernel<P, false, true><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc);
-  else gemm_tc_kernel<P, false, false><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc);
+            const float* b, int ldb, bool vb, float* c, int ldc, bool acc, int tps,
+            long long stride) {
+  if (ta && tb) gemm_tc_kernel<P, true, true><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc, tps, stride);
+  else if (ta) gemm_tc_kernel<P, true, false><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc, tps, stride);
+  else if (tb) gemm_tc_kernel<P, false, true><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc, tps, stride);
+  else gemm_tc_kernel<P, false, false><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc, tps, stride);
 }
 
 }  // namespace
 
 const char* operands_name(Operands p) { return p == Operands::kTf32 ? "tf32" : "bf16"; }
 
+int splits_for(Operands p, long long m, long long n, long long k) {
+  return gemm_large::splits_for(m, n, k, p == Operands::kTf32 ? Tf32::KT : Bf16::KT);
+}
+
 void gemm(Operands p, bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
-          const float* b, int ldb, float* c, int ldc, bool accumulate) {
+          const float* b, int ldb, float* c, int ldc, bool accumulate, int splits) {
   constexpr int kMax = 1 << 30;
   if (m < 0 || n < 0 || k < 0 || m >= kMax || n >= kMax || k >= kMax)
     throw RuntimeError(str("tensor-core gemm (", operands_name(p), "): size m=", m, " n=", n,
@@ -310,6 +336,9 @@ void gemm(Operands p, bool trans_a, bool trans_b, int m, int n, int k, const flo
                            "): leading dimension too small (m=", m, " n=", n, " k=", k,
                            " lda=", lda, " ldb=", ldb, " ldc=", ldc, ", trans_a=", trans_a,
                            " trans_b=", trans_b, ")"));
+  if (splits < 0 || splits > 65535)
+    throw RuntimeError(str("tensor-core gemm (", operands_name(p), "): split count ", splits,
+                           " outside [0, 65535]"));
   if (m == 0 || n == 0 || (k == 0 && accumulate)) return;
   int dev = 0, major = 0;
   HPMC_CUDA_CHECK(cudaGetDevice(&dev));
@@ -322,13 +351,33 @@ void gemm(Operands p, bool trans_a, bool trans_b, int m, int n, int k, const flo
   if (gy > 65535)
     throw RuntimeError(str("tensor-core gemm: m=", m, " needs ", gy,
                            " row blocks, more than one launch takes (65535)"));
-  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
+  // Split-K: contiguous slices of k-tiles, none empty (as gemm_large).
+  const int kt = p == Operands::kTf32 ? Tf32::KT : Bf16::KT;
+  const long long ktiles = (k + kt - 1) / kt;
+  if (splits == 0) splits = splits_for(p, m, n, k);
+  splits = int(std::max(1ll, std::min<long long>(splits, ktiles)));
+  const long long tps = std::max(1ll, (ktiles + splits - 1) / splits);
+  splits = int(std::max(1ll, (ktiles + tps - 1) / tps));
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy),
+                  static_cast<unsigned>(splits));
   const bool va = aligned16(a) && lda % 4 == 0, vb = aligned16(b) && ldb % 4 == 0;
+  float* out = c;
+  int ldo = ldc;
+  long long stride = 0;
+  if (splits > 1) {  // each slice written whole, then summed in double, slice 0 first
+    out = gemm_large::splitk_workspace(splits, m, n);
+    ldo = int(gemm_large::splitk_ldw(n));
+    stride = ldo * (long long)m;
+  }
+  const bool acc = splits > 1 ? false : accumulate;
   if (p == Operands::kTf32)
-    launch<Tf32>(trans_a, trans_b, grid, m, n, k, a, lda, va, b, ldb, vb, c, ldc, accumulate);
+    launch<Tf32>(trans_a, trans_b, grid, m, n, k, a, lda, va, b, ldb, vb, out, ldo, acc, int(tps),
+                 stride);
   else
-    launch<Bf16>(trans_a, trans_b, grid, m, n, k, a, lda, va, b, ldb, vb, c, ldc, accumulate);
+    launch<Bf16>(trans_a, trans_b, grid, m, n, k, a, lda, va, b, ldb, vb, out, ldo, acc, int(tps),
+                 stride);
   HPMC_CUDA_LAUNCH_CHECK("tensor-core gemm");
+  if (splits > 1) gemm_large::splitk_sum(out, splits, m, n, c, ldc, accumulate);
 }
 
 }  // namespace hpmc::gpu::gemm_tc

@@ -21,8 +21,14 @@
 // loaded into registers while the tensor cores work on the current one from
 // shared memory (two buffers), each operand kept there in its own layout
 // (k-contiguous or row-contiguous) so that stores and fragment loads are
-// free of bank conflicts. Not yet: split-K, a cp.async/TMA pipeline,
-// ldmatrix, wgmma; docs/gemm-large-tuning.md keeps the measurements.
+// free of bank conflicts; ldmatrix for the k-contiguous fragments.
+//
+// Split-K as gemm_large.h's (splits_for(): when the m×n tiles fill fewer
+// than two blocks on each of 132 SMs, contiguous slices of at least 8
+// k-tiles, at most 16, each written whole to the shared workspace and summed
+// in double, slice 0 first): a function of the shape only, so the bits do
+// not depend on the device. Not yet: a cp.async/TMA pipeline, wgmma;
+// docs/gemm-large-tuning.md keeps the measurements.
 #pragma once
 
 namespace hpmc::gpu::gemm_tc {
@@ -34,9 +40,13 @@ const char* operands_name(Operands p);  // "tf32", "bf16"
 // B[l·ldb + j], or B[j·ldb + l] with trans_b. Any m, n, k ≥ 0 (each < 2^30)
 // and leading dimensions ≥ the row length; 16-byte loads where an operand's
 // pointer is 16-byte aligned and its ld % 4 == 0, 4-byte loads otherwise.
-// k = 0 writes zeros (or leaves C as it is with accumulate). Throws
-// RuntimeError for bad sizes (one line with the numbers).
+// k = 0 writes zeros (or leaves C as it is with accumulate). splits: 0
+// chooses splits_for(), else that many slices (at most one a k-tile; tests,
+// benchmarks). Throws RuntimeError for bad sizes (one line with the numbers).
 void gemm(Operands p, bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
-          const float* b, int ldb, float* c, int ldc, bool accumulate);
+          const float* b, int ldb, float* c, int ldc, bool accumulate, int splits = 0);
+
+// The split-K slice count gemm() chooses for the shape (pure host code).
+int splits_for(Operands p, long long m, long long n, long long k);
 
 }  // namespace hpmc::gpu::gemm_tc
