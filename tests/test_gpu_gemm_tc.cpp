@@ -70,10 +70,19 @@ struct Case {
   int m, n, k;
 };
 
+// Device memory for a packed rows×cols operand, poisoned: pack_bf16 must
+// write every value the kernel reads, padding included.
+Tensor packed_buffer(int rows, int cols) {
+  const size_t words = (tc::packed_bytes(rows, cols) + 3) / 4;
+  return gpu_of(std::vector<float>(std::max<size_t>(words, 1),
+                                   std::numeric_limits<float>::quiet_NaN()));
+}
+
 // Runs one product and checks it against both references; returns the
 // largest |c − exact(rounded)| / bound seen (≤ 1 passes).
+// packed (bf16): through pack_bf16 and gemm_bf16 rather than gemm.
 double check_product(tc::Operands p, const Case& cs, bool ta, bool tb, bool acc, bool aligned,
-                     uint64_t seed, int splits = 0) {
+                     uint64_t seed, int splits = 0, bool packed = false) {
   const int m = cs.m, n = cs.n, k = cs.k;
   Rng rng(seed);
   const std::vector<float> a = random_floats(size_t(m) * k, rng);  // op(A)[i][l]
@@ -93,8 +102,16 @@ double check_product(tc::Operands p, const Case& cs, bool ta, bool tb, bool acc,
     for (int j = 0; j < n; ++j)
       hc[size_t(i) * ldc + j] = acc ? c0[size_t(i) * n + j] : std::numeric_limits<float>::quiet_NaN();
   Tensor da = gpu_of(ha), db = gpu_of(hb), dc = gpu_of(hc);
-  tc::gemm(p, ta, tb, m, n, k, da.data<float>(), lda, db.data<float>(), ldb, dc.data<float>(),
-           ldc, acc, splits);
+  if (packed) {
+    Tensor pa = packed_buffer(a_rows, a_cols), pb = packed_buffer(b_rows, b_cols);
+    tc::pack_bf16(da.data<float>(), a_rows, a_cols, lda, pa.data<float>());
+    tc::pack_bf16(db.data<float>(), b_rows, b_cols, ldb, pb.data<float>());
+    tc::gemm_bf16(ta, tb, m, n, k, pa.data<float>(), pb.data<float>(), dc.data<float>(), ldc, acc,
+                  splits);
+  } else {
+    tc::gemm(p, ta, tb, m, n, k, da.data<float>(), lda, db.data<float>(), ldb, dc.data<float>(),
+             ldc, acc, splits);
+  }
   gpu::check_after("tensor-core gemm");
   const std::vector<float> out = host_of(dc);
 
@@ -193,6 +210,53 @@ TEST_P(GpuGemmTc, SplitKSlicesStayWithinTheBound) {
   EXPECT_THROW(tc::gemm(p, false, false, m, n, k, da.data<float>(), k, db.data<float>(), n,
                         da.data<float>(), n, false, -1),
                RuntimeError);
+}
+
+// The packed bf16 path (pack_bf16 + gemm_bf16, what gemm takes for large
+// products and LinearGPU for its three): every transpose, odd sizes (rows
+// padded to 8), split-K, against the same bounds; and bit for bit what the
+// unpacked path gives for the same product (the same rounded operands
+// through the same k-steps).
+TEST_P(GpuGemmTc, PackedBf16OperandsGiveTheSameProducts) {
+  HPMC_REQUIRE_GPU();
+  if (GetParam() != tc::Operands::kBf16) GTEST_SKIP() << "packing is bf16's";
+  const tc::Operands p = GetParam();
+  EXPECT_FALSE(tc::packs(127, 5000, 5000));
+  EXPECT_FALSE(tc::packs(512, 512, 64));
+  EXPECT_TRUE(tc::packs(512, 512, 512));
+  EXPECT_EQ(tc::packed_ld(1), 8);
+  EXPECT_EQ(tc::packed_ld(17), 24);
+  const Case cases[] = {{1, 1, 1}, {5, 7, 3}, {37, 23, 45}, {129, 130, 67}, {130, 5, 2051},
+                        {200, 300, 33}, {257, 129, 300}};
+  uint64_t seed = 9800;
+  for (const Case& cs : cases)
+    for (int t = 0; t < 8; ++t) {
+      const bool ta = t & 1, tb = t & 2, acc = t & 4;
+      SCOPED_TRACE(str("packed m", cs.m, " n", cs.n, " k", cs.k, ta ? " At" : "", tb ? " Bt" : "",
+                       acc ? " accumulate" : ""));
+      EXPECT_LE(check_product(p, cs, ta, tb, acc, t % 3 == 0, ++seed, 0, true), 1.0);
+    }
+  // The same bits: a product below the packing rule, both ways.
+  Rng rng(33);
+  const int m = 200, n = 300, k = 333;
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    const int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+    Tensor da = gpu_of(random_floats(size_t(ar) * ac, rng));
+    Tensor db = gpu_of(random_floats(size_t(br) * bc, rng));
+    Tensor c1 = gpu_of(std::vector<float>(size_t(m) * n, 0.f));
+    Tensor c2 = gpu_of(std::vector<float>(size_t(m) * n, 0.f));
+    ASSERT_FALSE(tc::packs(m, n, k));
+    tc::gemm(p, ta, tb, m, n, k, da.data<float>(), ac, db.data<float>(), bc, c1.data<float>(), n,
+             false);
+    Tensor pa = packed_buffer(ar, ac), pb = packed_buffer(br, bc);
+    tc::pack_bf16(da.data<float>(), ar, ac, ac, pa.data<float>());
+    tc::pack_bf16(db.data<float>(), br, bc, bc, pb.data<float>());
+    tc::gemm_bf16(ta, tb, m, n, k, pa.data<float>(), pb.data<float>(), c2.data<float>(), n, false);
+    const auto h1 = host_of(c1), h2 = host_of(c2);
+    EXPECT_EQ(std::memcmp(h1.data(), h2.data(), h1.size() * sizeof(float)), 0)
+        << "ta=" << ta << " tb=" << tb;
+  }
 }
 
 TEST_P(GpuGemmTc, ZeroKWritesZerosOrLeavesC) {

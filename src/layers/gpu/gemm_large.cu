@@ -372,7 +372,8 @@ __global__ void __launch_bounds__(C::NT, kBlocksPerSM) gemm_large_kernel(const _
 
 // C[m][n] = (C[m][n] +) Σ_{z ascending} ws[z][m][n], in double, rounded once.
 // A thread takes 4 consecutive columns of a row (ldw % 4 == 0 and ws 16-byte
-// aligned: float4 loads; float4 loads and stores of C where vec_c says C
+// aligned: float4 loads, but in a row's last group, whose padding past N no
+// slice writes; float4 loads and stores of C where vec_c says C
 // allows them), thread x of the grid the columns, y the rows (grid-stride):
 // no division per element.
 __global__ void __launch_bounds__(256)
@@ -383,9 +384,17 @@ __global__ void __launch_bounds__(256)
   if (n >= N) return;
   for (int m = blockIdx.y; m < M; m += gridDim.y) {
     double s[4] = {0.0, 0.0, 0.0, 0.0};
-    for (int z = 0; z < splits; ++z) {
-      const float4 v = *reinterpret_cast<const float4*>(ws + z * slice + m * ldw + n);
-      s[0] += (double)v.x, s[1] += (double)v.y, s[2] += (double)v.z, s[3] += (double)v.w;
+    const float* w = ws + m * ldw + n;
+    if (n + 3 < N) {
+      for (int z = 0; z < splits; ++z) {
+        const float4 v = *reinterpret_cast<const float4*>(w + z * slice);
+        s[0] += (double)v.x, s[1] += (double)v.y, s[2] += (double)v.z, s[3] += (double)v.w;
+      }
+    } else {  // the row's last group: the padding past N was never written
+      for (int z = 0; z < splits; ++z)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (n + j < N) s[j] += (double)w[z * slice + j];
     }
     float* o = c + m * ldc + n;
     if (vec_c && n + 3 < N) {

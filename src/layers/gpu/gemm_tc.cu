@@ -49,7 +49,9 @@
 
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "layers/gpu/cp_async.cuh"
 #include "layers/gpu/gemm_large.h"
+#include "layers/gpu/scratch.h"
 #include "layers/gpu/mma.cuh"
 
 namespace hpmc::gpu::gemm_tc {
@@ -182,6 +184,50 @@ struct Operand {
   }
 };
 
+// C (+)= a warp's accumulators (its 64×32 sub-tile at rows r0…, columns
+// c0…), 16 rows at a time: with accumulate, all of their 16 loads of C are
+// issued before the first store (one load latency per group, not one per
+// element: a k = 64 weight gradient of 8192×784 spent 0.07 ms here with the
+// loads one after another). A lane's two consecutive columns go as one
+// 8-byte access where C allows it (pair: C 8-byte aligned, ldc even).
+__device__ __forceinline__ void store_acc(const float (&acc)[kMmaM][kMmaN][4],
+                                          float* __restrict__ C, int ldc, int M, int N, int r0,
+                                          int c0, int g, int tq, bool accumulate, bool pair) {
+#pragma unroll
+  for (int i = 0; i < kMmaM; ++i) {
+    float old[kMmaN][4];
+#pragma unroll
+    for (int j = 0; j < kMmaN; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = r0 + i * 16 + g + 8 * h, col = c0 + j * 8 + 2 * tq;
+        const float* o = C + (long long)row * ldc + col;
+        float2 v = make_float2(0.f, 0.f);
+        if (accumulate && row < M) {
+          if (pair && col + 1 < N) v = *reinterpret_cast<const float2*>(o);
+          else if (col < N) v.x = o[0], v.y = col + 1 < N ? o[1] : 0.f;
+        }
+        old[j][2 * h] = v.x, old[j][2 * h + 1] = v.y;
+      }
+#pragma unroll
+    for (int j = 0; j < kMmaN; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = r0 + i * 16 + g + 8 * h, col = c0 + j * 8 + 2 * tq;
+        if (row >= M) continue;
+        float* o = C + (long long)row * ldc + col;
+        const float2 v = make_float2(old[j][2 * h] + acc[i][j][2 * h],
+                                     old[j][2 * h + 1] + acc[i][j][2 * h + 1]);
+        if (pair && col + 1 < N) {
+          *reinterpret_cast<float2*>(o) = v;
+        } else {
+          if (col < N) o[0] = v.x;
+          if (col + 1 < N) o[1] = v.y;
+        }
+      }
+  }
+}
+
 // C[M×N] (= or +=) op(A)·op(B); block (x, y, z) computes rows y·128…, columns
 // x·128… over k-tiles z·tps … z·tps + tps − 1 (all of them without split-K),
 // into C + z·split_stride (the split-K workspace's slice z).
@@ -272,35 +318,180 @@ __global__ void __launch_bounds__(kThreads, 2)
     __syncthreads();
   }
 
-  // C (+)= acc, 16 rows of the warp's tile at a time: with accumulate, all of
-  // their 16 loads of C are issued before the first store (one load latency
-  // per group, not one per element: a k = 64 weight gradient of 8192×784
-  // spent 0.07 ms here with the loads one after another).
+  store_acc(acc, C, ldc, M, N, m0 + wm * kWarpM, n0 + wn * kWarpN, g, tq, accumulate,
+            ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(C) & 7u) == 0);
+}
+
+// ---- bf16: packed operands, a cp.async pipeline, ldmatrix -----------------------------
+//
+// In bf16 each operand is first packed (pack_bf16_kernel): rounded to bf16
+// once, in its own layout, each row padded with zeros to a multiple of 8
+// values (ldp), so that every 16-byte chunk of 8 values is aligned and lies
+// wholly inside or outside the matrix. Half the bytes of FP32 reach the SMs,
+// and they go straight to shared memory by cp.async, kStages k-tiles deep,
+// with no registers in between (the FP32 path above loads a k-tile into
+// registers and rounds it there: about 140 TFLOP/s at 4096³ and 80 at
+// 1024³, stalled on those loads; docs/gemm-large-tuning.md).
+//
+// A stage holds both operands' k-tiles of kBK16 = 32 values, 8 KB each:
+//   k-contiguous (A plain, B transposed): 128 rows × 4 chunks, row r's chunk
+//     c at byte 64·r + 16·(c ^ ((r/2) % 4)); the 8 rows one ldmatrix reads
+//     (any 8 consecutive from a multiple of 8) fall in 8 distinct 16-byte
+//     bank groups;
+//   row-contiguous (A transposed, B plain): 32 rows (k) × 16 chunks, chunk c
+//     of row k at 256·k + 16·(c ^ (k % 8)): the same, for ldmatrix.trans.
+// Fragments come by ldmatrix.x4 (.trans for row-contiguous tiles), which
+// hands lane l the PTX fragment layout (see the table at the top) directly.
+constexpr int kBK16 = 32, kStages = 3;
+constexpr int kTileBytes = kBM * kBK16 * 2;  // 8 KB; both layouts
+static_assert(kStages * 2 * kTileBytes <= 48 * 1024, "static shared memory");
+
+__device__ __forceinline__ int kcont_off(int r, int c) { return 64 * r + 16 * (c ^ ((r >> 1) & 3)); }
+__device__ __forceinline__ int rcont_off(int k, int c) { return 256 * k + 16 * (c ^ (k & 7)); }
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&d)[4], const unsigned char* p, bool trans) {
+#if HPMC_MMA
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  if (trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a));
+#else
+  __trap();
+#endif
+}
+
+// One operand's k-tile [k0, k0 + 32) of rows [r0, r0 + 128) into a stage:
+// 512 chunks, two a thread. KCONT: row r at p + r·ldp (R rows), else k row
+// at p + k·ldp (K rows); chunks past ldp or the rows read nothing and are
+// zeros.
+template <bool KCONT>
+__device__ __forceinline__ void load_tile(unsigned char* s, const uint16_t* __restrict__ p,
+                                          int ldp, int R, int K, int r0, int k0) {
 #pragma unroll
-  for (int i = 0; i < kMmaM; ++i) {
-    float old[kMmaN][4];
+  for (int i = 0; i < 2; ++i) {
+    const int idx = threadIdx.x + kThreads * i;
+    int off;
+    const uint16_t* q = p;
+    bool ok;
+    if (KCONT) {
+      const int r = idx >> 2, c = idx & 3;
+      ok = r0 + r < R && k0 + 8 * c < ldp;
+      if (ok) q = p + (long long)(r0 + r) * ldp + k0 + 8 * c;
+      off = kcont_off(r, c);
+    } else {
+      const int k = idx >> 4, c = idx & 15;
+      ok = k0 + k < K && r0 + 8 * c < ldp;
+      if (ok) q = p + (long long)(k0 + k) * ldp + r0 + 8 * c;
+      off = rcont_off(k, c);
+    }
+    copy16(reinterpret_cast<float*>(s + off), reinterpret_cast<const float*>(q), ok);
+  }
+}
+
+// C[M×N] (= or +=) op(A)·op(B) from packed bf16 operands (lda, ldb: their
+// ldp); block (x, y, z) as gemm_tc_kernel's.
+template <bool TA, bool TB>
+__global__ void __launch_bounds__(kThreads, 2)
+    gemm_bf16_kernel(int M, int N, int K, const uint16_t* __restrict__ A, int lda,
+                     const uint16_t* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
+                     bool accumulate, int tps, long long split_stride) {
+  __shared__ __align__(128) unsigned char smem[kStages][2][kTileBytes];  // [stage][A, B]
+  const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
+  C += blockIdx.z * split_stride;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int wm = warp / 4, wn = warp % 4, g = lane / 4, tq = lane % 4;
+  const int kt0 = blockIdx.z * tps;
+  const int nt = max(0, min((K + kBK16 - 1) / kBK16 - kt0, tps));
+
+  float acc[kMmaM][kMmaN][4];
+#pragma unroll
+  for (int i = 0; i < kMmaM; ++i)
 #pragma unroll
     for (int j = 0; j < kMmaN; ++j)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = m0 + wm * kWarpM + i * 16 + g + 8 * h;
-        const int col = n0 + wn * kWarpN + j * 8 + 2 * tq;
-        const float* o = C + (long long)row * ldc + col;
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+  const auto issue = [&](int t) {  // k-tile t of the slice into stage t % kStages
+    const int k0 = (kt0 + t) * kBK16;
+    load_tile<!TA>(smem[t % kStages][0], A, lda, M, K, m0, k0);
+    load_tile<TB>(smem[t % kStages][1], B, ldb, N, K, n0, k0);
+  };
 #pragma unroll
-        for (int e = 0; e < 2; ++e)
-          old[j][2 * h + e] = accumulate && row < M && col + e < N ? o[e] : 0.f;
+  for (int t = 0; t < kStages - 1; ++t) {
+    if (t < nt) issue(t);
+    copy_commit();
+  }
+  for (int t = 0; t < nt; ++t) {
+    copy_wait<kStages - 2>();  // tile t has landed (this thread's part)
+    __syncthreads();           // everyone's part; everyone is done with tile t − 1's stage
+    if (t + kStages - 1 < nt) issue(t + kStages - 1);
+    copy_commit();
+    const unsigned char* sa = smem[t % kStages][0];
+    const unsigned char* sb = smem[t % kStages][1];
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {  // two k-steps of 16
+      uint32_t a[kMmaM][4], b[kMmaN][2];
+#pragma unroll
+      for (int i = 0; i < kMmaM; ++i) {
+        const int r = wm * kWarpM + i * 16;
+        if constexpr (!TA)  // rows r + l%16, chunk 2ks + l/16
+          ldsm_x4(a[i], sa + kcont_off(r + lane % 16, 2 * ks + lane / 16), false);
+        else  // k rows 16ks + l%8 + 8·(l/16), chunk r/8 + (l/8)%2
+          ldsm_x4(a[i], sa + rcont_off(16 * ks + lane % 8 + 8 * (lane / 16),
+                                       r / 8 + (lane / 8) % 2), true);
       }
 #pragma unroll
-    for (int j = 0; j < kMmaN; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = m0 + wm * kWarpM + i * 16 + g + 8 * h;
-        const int col = n0 + wn * kWarpN + j * 8 + 2 * tq;
-        float* o = C + (long long)row * ldc + col;
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-          if (row < M && col + e < N) o[e] = old[j][2 * h + e] + acc[i][j][2 * h + e];
+      for (int j = 0; j < kMmaN; j += 2) {
+        const int r = wn * kWarpN + j * 8;
+        uint32_t q[4];
+        if constexpr (TB)  // n rows r + l%8 + 8·(l/16), chunk 2ks + (l/8)%2
+          ldsm_x4(q, sb + kcont_off(r + lane % 8 + 8 * (lane / 16), 2 * ks + (lane / 8) % 2),
+                  false);
+        else  // k rows 16ks + l%8 + 8·((l/8)%2), chunk r/8 + l/16
+          ldsm_x4(q, sb + rcont_off(16 * ks + lane % 8 + 8 * ((lane / 8) % 2), r / 8 + lane / 16),
+                  true);
+        b[j][0] = q[0], b[j][1] = q[1], b[j + 1][0] = q[2], b[j + 1][1] = q[3];
       }
+#pragma unroll
+      for (int i = 0; i < kMmaM; ++i)
+#pragma unroll
+        for (int j = 0; j < kMmaN; ++j) Bf16::mma(acc[i][j], a[i], b[j]);
+    }
+  }
+  copy_wait<0>();
+  store_acc(acc, C, ldc, M, N, m0 + wm * kWarpM, n0 + wn * kWarpN, g, tq, accumulate,
+            ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(C) & 7u) == 0);
+}
+
+// dst[r·ldp + c] = bf16(src[r·ld + c]) for c < cols, 0 for cols ≤ c < ldp:
+// one thread per 8 values (one 16-byte store).
+__global__ void __launch_bounds__(256)
+    pack_bf16_kernel(const float* __restrict__ src, int rows, int cols, int ld, bool vec,
+                     uint16_t* __restrict__ dst, int ldp) {
+  const int per_row = ldp / 8;
+  const long long total = (long long)rows * per_row;
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+       e += (long long)gridDim.x * blockDim.x) {
+    const int r = int(e / per_row), c = int(e - (long long)r * per_row) * 8;
+    const float* q = src + (long long)r * ld + c;
+    float v[8];
+    if (vec && c + 8 <= cols) {
+      const float4 x = __ldg(reinterpret_cast<const float4*>(q));
+      const float4 y = __ldg(reinterpret_cast<const float4*>(q) + 1);
+      v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z,
+      v[7] = y.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = c + j < cols ? __ldg(q + j) : 0.f;
+    }
+    const uint4 w = make_uint4(Bf16::pair(v[0], v[1]), Bf16::pair(v[2], v[3]),
+                               Bf16::pair(v[4], v[5]), Bf16::pair(v[6], v[7]));
+    *reinterpret_cast<uint4*>(dst + (long long)r * ldp + c) = w;
   }
 }
 
@@ -316,6 +507,24 @@ void launch(bool ta, bool tb, dim3 grid, int m, int n, int k, const float* a, in
   else gemm_tc_kernel<P, false, false><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc, tps, stride);
 }
 
+template <bool TA, bool TB>
+void launch_bf16(dim3 grid, int m, int n, int k, const uint16_t* a, int lda, const uint16_t* b,
+                 int ldb, float* c, int ldc, bool acc, int tps, long long stride) {
+  gemm_bf16_kernel<TA, TB><<<grid, kThreads>>>(m, n, k, a, lda, b, ldb, c, ldc, acc, tps, stride);
+}
+
+// Packs into `buf` (grown as needed).
+const void* pack_into(DeviceScratch& buf, const float* src, int rows, int cols, int ld) {
+  void* dst = buf.floats((packed_bytes(rows, cols) + 3) / 4);
+  pack_bf16(src, rows, cols, ld, dst);
+  return dst;
+}
+
+DeviceScratch& packed(int which) {
+  static DeviceScratch bufs[2];
+  return bufs[which];
+}
+
 }  // namespace
 
 const char* operands_name(Operands p) { return p == Operands::kTf32 ? "tf32" : "bf16"; }
@@ -324,22 +533,25 @@ int splits_for(Operands p, long long m, long long n, long long k) {
   return gemm_large::splits_for(m, n, k, p == Operands::kTf32 ? Tf32::KT : Bf16::KT);
 }
 
-void gemm(Operands p, bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
-          const float* b, int ldb, float* c, int ldc, bool accumulate, int splits) {
-  constexpr int kMax = 1 << 30;
-  if (m < 0 || n < 0 || k < 0 || m >= kMax || n >= kMax || k >= kMax)
-    throw RuntimeError(str("tensor-core gemm (", operands_name(p), "): size m=", m, " n=", n,
-                           " k=", k, " outside [0, 2^30)"));
-  if (lda < std::max(1, trans_a ? m : k) || ldb < std::max(1, trans_b ? k : n) ||
-      ldc < std::max(1, n))
-    throw RuntimeError(str("tensor-core gemm (", operands_name(p),
-                           "): leading dimension too small (m=", m, " n=", n, " k=", k,
-                           " lda=", lda, " ldb=", ldb, " ldc=", ldc, ", trans_a=", trans_a,
-                           " trans_b=", trans_b, ")"));
+namespace {
+
+// The checks and the split-K plan both entry points share: false when there
+// is nothing to do.
+struct Plan {
+  dim3 grid;
+  int tps = 1;
+  float* out = nullptr;  // C, or the split workspace
+  int ldo = 0;
+  long long stride = 0;
+  bool acc = false;
+};
+
+bool plan(Operands p, int m, int n, int k, float* c, int ldc, bool accumulate, int splits,
+          Plan& pl) {
   if (splits < 0 || splits > 65535)
     throw RuntimeError(str("tensor-core gemm (", operands_name(p), "): split count ", splits,
                            " outside [0, 65535]"));
-  if (m == 0 || n == 0 || (k == 0 && accumulate)) return;
+  if (m == 0 || n == 0 || (k == 0 && accumulate)) return false;
   int dev = 0, major = 0;
   HPMC_CUDA_CHECK(cudaGetDevice(&dev));
   HPMC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -358,26 +570,99 @@ void gemm(Operands p, bool trans_a, bool trans_b, int m, int n, int k, const flo
   splits = int(std::max(1ll, std::min<long long>(splits, ktiles)));
   const long long tps = std::max(1ll, (ktiles + splits - 1) / splits);
   splits = int(std::max(1ll, (ktiles + tps - 1) / tps));
-  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy),
-                  static_cast<unsigned>(splits));
-  const bool va = aligned16(a) && lda % 4 == 0, vb = aligned16(b) && ldb % 4 == 0;
-  float* out = c;
-  int ldo = ldc;
-  long long stride = 0;
+  pl.grid = dim3(unsigned(gx), unsigned(gy), unsigned(splits));
+  pl.tps = int(tps);
+  pl.out = c, pl.ldo = ldc, pl.stride = 0, pl.acc = accumulate;
   if (splits > 1) {  // each slice written whole, then summed in double, slice 0 first
-    out = gemm_large::splitk_workspace(splits, m, n);
-    ldo = int(gemm_large::splitk_ldw(n));
-    stride = ldo * (long long)m;
+    pl.out = gemm_large::splitk_workspace(splits, m, n);
+    pl.ldo = int(gemm_large::splitk_ldw(n));
+    pl.stride = pl.ldo * (long long)m;
+    pl.acc = false;
   }
-  const bool acc = splits > 1 ? false : accumulate;
-  if (p == Operands::kTf32)
-    launch<Tf32>(trans_a, trans_b, grid, m, n, k, a, lda, va, b, ldb, vb, out, ldo, acc, int(tps),
-                 stride);
-  else
-    launch<Bf16>(trans_a, trans_b, grid, m, n, k, a, lda, va, b, ldb, vb, out, ldo, acc, int(tps),
-                 stride);
+  return true;
+}
+
+void finish(const Plan& pl, int m, int n, float* c, int ldc, bool accumulate) {
   HPMC_CUDA_LAUNCH_CHECK("tensor-core gemm");
-  if (splits > 1) gemm_large::splitk_sum(out, splits, m, n, c, ldc, accumulate);
+  if (pl.grid.z > 1) gemm_large::splitk_sum(pl.out, int(pl.grid.z), m, n, c, ldc, accumulate);
+}
+
+void check_sizes(Operands p, bool trans_a, bool trans_b, int m, int n, int k, int lda, int ldb,
+                 int ldc) {
+  constexpr int kMax = 1 << 30;
+  if (m < 0 || n < 0 || k < 0 || m >= kMax || n >= kMax || k >= kMax)
+    throw RuntimeError(str("tensor-core gemm (", operands_name(p), "): size m=", m, " n=", n,
+                           " k=", k, " outside [0, 2^30)"));
+  if (lda < std::max(1, trans_a ? m : k) || ldb < std::max(1, trans_b ? k : n) ||
+      ldc < std::max(1, n))
+    throw RuntimeError(str("tensor-core gemm (", operands_name(p),
+                           "): leading dimension too small (m=", m, " n=", n, " k=", k,
+                           " lda=", lda, " ldb=", ldb, " ldc=", ldc, ", trans_a=", trans_a,
+                           " trans_b=", trans_b, ")"));
+}
+
+void run_bf16(const Plan& pl, bool trans_a, bool trans_b, int m, int n, int k, const void* a,
+              const void* b) {
+  const auto* pa = static_cast<const uint16_t*>(a);
+  const auto* pb = static_cast<const uint16_t*>(b);
+  const int lpa = packed_ld(trans_a ? m : k), lpb = packed_ld(trans_b ? k : n);
+  const dim3 g = pl.grid;
+  float* o = pl.out;
+  const int ldo = pl.ldo, t = pl.tps;
+  const long long st = pl.stride;
+  const bool acc = pl.acc;
+  if (trans_a && trans_b) launch_bf16<true, true>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st);
+  else if (trans_a) launch_bf16<true, false>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st);
+  else if (trans_b) launch_bf16<false, true>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st);
+  else launch_bf16<false, false>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st);
+}
+
+}  // namespace
+
+bool packs(long long m, long long n, long long k) { return gemm_large::applies(m, n, k); }
+
+int packed_ld(int cols) { return std::max(8, (cols + 7) / 8 * 8); }
+
+size_t packed_bytes(int rows, int cols) { return size_t(rows) * size_t(packed_ld(cols)) * 2; }
+
+void pack_bf16(const float* src, int rows, int cols, int ld, void* dst) {
+  if (rows <= 0) return;
+  const int ldp = packed_ld(cols);
+  const long long threads = (long long)rows * ldp / 8;
+  const unsigned blocks = unsigned(std::min<long long>((threads + 255) / 256, 8192));
+  pack_bf16_kernel<<<blocks, 256>>>(src, rows, cols, ld, aligned16(src) && ld % 4 == 0,
+                                    static_cast<uint16_t*>(dst), ldp);
+  HPMC_CUDA_LAUNCH_CHECK("tensor-core gemm: bf16 packing");
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, const void* a, const void* b,
+               float* c, int ldc, bool accumulate, int splits) {
+  check_sizes(Operands::kBf16, trans_a, trans_b, m, n, k, trans_a ? m : k, trans_b ? k : n, ldc);
+  Plan pl;
+  if (!plan(Operands::kBf16, m, n, k, c, ldc, accumulate, splits, pl)) return;
+  run_bf16(pl, trans_a, trans_b, m, n, k, a, b);
+  finish(pl, m, n, c, ldc, accumulate);
+}
+
+void gemm(Operands p, bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
+          const float* b, int ldb, float* c, int ldc, bool accumulate, int splits) {
+  check_sizes(p, trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  Plan pl;
+  if (!plan(p, m, n, k, c, ldc, accumulate, splits, pl)) return;
+  if (p == Operands::kTf32) {
+    const bool va = aligned16(a) && lda % 4 == 0, vb = aligned16(b) && ldb % 4 == 0;
+    launch<Tf32>(trans_a, trans_b, pl.grid, m, n, k, a, lda, va, b, ldb, vb, pl.out, pl.ldo,
+                 pl.acc, pl.tps, pl.stride);
+  } else if (!packs(m, n, k)) {
+    const bool va = aligned16(a) && lda % 4 == 0, vb = aligned16(b) && ldb % 4 == 0;
+    launch<Bf16>(trans_a, trans_b, pl.grid, m, n, k, a, lda, va, b, ldb, vb, pl.out, pl.ldo,
+                 pl.acc, pl.tps, pl.stride);
+  } else {
+    const void* pa = pack_into(packed(0), a, trans_a ? k : m, trans_a ? m : k, lda);
+    const void* pb = pack_into(packed(1), b, trans_b ? n : k, trans_b ? k : n, ldb);
+    run_bf16(pl, trans_a, trans_b, m, n, k, pa, pb);
+  }
+  finish(pl, m, n, c, ldc, accumulate);
 }
 
 }  // namespace hpmc::gpu::gemm_tc

@@ -31,6 +31,8 @@
 // docs/gemm-large-tuning.md keeps the measurements.
 #pragma once
 
+#include <cstddef>
+
 namespace hpmc::gpu::gemm_tc {
 
 enum class Operands { kTf32, kBf16 };
@@ -48,5 +50,30 @@ void gemm(Operands p, bool trans_a, bool trans_b, int m, int n, int k, const flo
 
 // The split-K slice count gemm() chooses for the shape (pure host code).
 int splits_for(Operands p, long long m, long long n, long long k);
+
+// ---- bf16 from packed operands ---------------------------------------------------------
+// An operand packed for the bf16 kernel: its rows×cols values rounded to bf16
+// (to nearest even) once, in the same layout, each row padded with zeros to
+// packed_ld(cols) = cols rounded up to a multiple of 8 values (16 bytes).
+// gemm() in bf16 packs both operands into scratch buffers of its own on each
+// call; a caller that multiplies one operand several times (LinearGPU: x in
+// forward and in the weight gradient, W in forward and in the input
+// gradient) packs it once and calls gemm_bf16. Both give the same bits: the
+// same rounded operands through the same k-steps.
+// Whether gemm() packs a bf16 product's operands (else its loads round the
+// FP32 operands as they stage them): gemm_large.h's shape rule, m, n ≥ 128
+// and m·n·k ≥ 2^27, where the packing's extra pass over the operands is
+// small against the product.
+bool packs(long long m, long long n, long long k);
+int packed_ld(int cols);
+size_t packed_bytes(int rows, int cols);  // rows · packed_ld(cols) · 2
+// dst (packed_bytes(rows, cols), 16-byte aligned device memory) = src packed;
+// src[r·ld + c] for r < rows, c < cols. Queued on the default stream.
+void pack_bf16(const float* src, int rows, int cols, int ld, void* dst);
+// C (= or +=) op(A)·op(B) as gemm(kBf16, …) with A and B packed (op(A)'s
+// storage is trans_a ? k×m : m×k, op(B)'s trans_b ? n×k : k×n; their
+// leading dimensions packed_ld of their column counts).
+void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, const void* a, const void* b,
+               float* c, int ldc, bool accumulate, int splits = 0);
 
 }  // namespace hpmc::gpu::gemm_tc

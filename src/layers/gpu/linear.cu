@@ -5,6 +5,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "layers/gpu/conv2d_kernels.h"
+#include "layers/gpu/gemm_tc.h"
 #include "layers/gpu/linear.h"
 
 namespace hpmc::gpu {
@@ -58,6 +59,34 @@ GemmFn gemm_of(Family f) {
 
 }  // namespace
 
+bool LinearGPU::packed_path(int n) const {
+  return family_ == Family::kIm2col && precision() == Precision::kBf16 &&
+         gemm_tc::packs(n, cfg_.out_features, cfg_.in_features);
+}
+
+size_t LinearGPU::workspace_bytes(const Shape& in) const {
+  if (!packed_path(in.n)) return 0;
+  const int n = in.n, i = cfg_.in_features, o = cfg_.out_features;
+  return gemm_tc::packed_bytes(n, i) + gemm_tc::packed_bytes(o, i) + gemm_tc::packed_bytes(n, o);
+}
+
+void LinearGPU::reserve(int max_batch) {
+  if (packed_path(max_batch)) grow_packed(max_batch);
+}
+
+void LinearGPU::grow_packed(int n) {
+  const auto floats = [](size_t bytes) { return Shape(1, int((bytes + 3) / 4), 1, 1); };
+  const int i = cfg_.in_features, o = cfg_.out_features;
+  if (!wp_.defined())
+    wp_ = Tensor::empty(floats(gemm_tc::packed_bytes(o, i)), DType::kF32, Device::kGPU);
+  if (n <= packed_batch_) return;
+  xp_ = Tensor(), dyp_ = Tensor();  // the old ones first: the device may not hold both
+  xp_ = Tensor::empty(floats(gemm_tc::packed_bytes(n, i)), DType::kF32, Device::kGPU);
+  dyp_ = Tensor::empty(floats(gemm_tc::packed_bytes(n, o)), DType::kF32, Device::kGPU);
+  packed_batch_ = n;
+  xp_source_ = nullptr;
+}
+
 void LinearGPU::forward_impl(const Tensor& x, Tensor& y) {
   const int n = x.shape().n, in = cfg_.in_features, out = cfg_.out_features;
   float* yp = y.data<float>();
@@ -67,6 +96,16 @@ void LinearGPU::forward_impl(const Tensor& x, Tensor& y) {
     HPMC_CUDA_LAUNCH_CHECK("linear bias broadcast");
   }
   // y [n, out] (+)= x [n, in] · Wᵀ   (W is [out, in])
+  if (packed_path(n)) {
+    grow_packed(n);
+    gemm_tc::pack_bf16(x.data<float>(), n, in, in, xp_.data<float>());
+    gemm_tc::pack_bf16(param(0), out, in, in, wp_.data<float>());
+    xp_source_ = x.data<float>();
+    gemm_tc::gemm_bf16(false, true, n, out, in, xp_.data<float>(), wp_.data<float>(), yp, out,
+                       cfg_.bias);
+    return;
+  }
+  xp_source_ = nullptr;
   gemm_of(family_)(false, true, n, out, in, x.data<float>(), in, param(0), in, yp, out,
                    cfg_.bias);
 }
@@ -74,17 +113,37 @@ void LinearGPU::forward_impl(const Tensor& x, Tensor& y) {
 void LinearGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Tensor* dx) {
   const int n = x.shape().n, in = cfg_.in_features, out = cfg_.out_features;
   if (n == 0) return;
-  const GemmFn gemm = gemm_of(family_);
   const float* dyp = dy.data<float>();
-  // dW [out, in] += dYᵀ · X   (dY is [n, out], X is [n, in])
-  gemm(true, false, out, in, n, dyp, out, x.data<float>(), in, grad(0), in, true);
+  const bool packed = packed_path(n);
+  if (packed) {
+    // x as forward packed it (the same tensor: a backward without that
+    // forward, or on another x, packs it again), W unchanged since forward.
+    grow_packed(n);
+    if (xp_source_ != x.data<float>()) {
+      gemm_tc::pack_bf16(x.data<float>(), n, in, in, xp_.data<float>());
+      gemm_tc::pack_bf16(param(0), out, in, in, wp_.data<float>());
+      xp_source_ = x.data<float>();
+    }
+    gemm_tc::pack_bf16(dyp, n, out, out, dyp_.data<float>());
+    // dW [out, in] += dYᵀ · X   (dY is [n, out], X is [n, in])
+    gemm_tc::gemm_bf16(true, false, out, in, n, dyp_.data<float>(), xp_.data<float>(), grad(0),
+                       in, true);
+  } else {
+    gemm_of(family_)(true, false, out, in, n, dyp, out, x.data<float>(), in, grad(0), in, true);
+  }
   if (cfg_.bias) {
     bias_grad_kernel<<<unsigned((out + kBiasCols - 1) / kBiasCols), dim3(kBiasCols, kBiasRows)>>>(
         n, out, dyp, grad(1));
     HPMC_CUDA_LAUNCH_CHECK("linear bias gradient");
   }
   // dX [n, in] = dY · W
-  if (dx) gemm(false, false, n, in, out, dyp, out, param(0), in, dx->data<float>(), in, false);
+  if (!dx) return;
+  if (packed)
+    gemm_tc::gemm_bf16(false, false, n, in, out, dyp_.data<float>(), wp_.data<float>(),
+                       dx->data<float>(), in, false);
+  else
+    gemm_of(family_)(false, false, n, in, out, dyp, out, param(0), in, dx->data<float>(), in,
+                     false);
 }
 
 HPMC_REGISTER_GPU(Linear)
