@@ -257,6 +257,31 @@ TEST_P(GpuGemmTc, PackedBf16OperandsGiveTheSameProducts) {
     EXPECT_EQ(std::memcmp(h1.data(), h2.data(), h1.size() * sizeof(float)), 0)
         << "ta=" << ta << " tb=" << tb;
   }
+  // A bias in the epilogue (and, split, in the sum): the bits of writing it
+  // first and accumulating; with accumulate it is refused.
+  for (int splits : {1, 4}) {
+    const int bm = 70, bn = 45, bk = 1500;
+    Tensor da = gpu_of(random_floats(size_t(bm) * bk, rng));
+    Tensor db = gpu_of(random_floats(size_t(bn) * bk, rng));
+    const std::vector<float> bias = random_floats(bn, rng);
+    std::vector<float> rows(size_t(bm) * bn);
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = bias[i % bn];
+    Tensor dbias = gpu_of(bias), c1 = gpu_of(rows);
+    Tensor c2 = gpu_of(std::vector<float>(rows.size(), std::numeric_limits<float>::quiet_NaN()));
+    Tensor pa = packed_buffer(bm, bk), pb = packed_buffer(bn, bk);
+    tc::pack_bf16(da.data<float>(), bm, bk, bk, pa.data<float>());
+    tc::pack_bf16(db.data<float>(), bn, bk, bk, pb.data<float>());
+    tc::gemm_bf16(false, true, bm, bn, bk, pa.data<float>(), pb.data<float>(), c1.data<float>(),
+                  bn, true, splits);
+    tc::gemm_bf16(false, true, bm, bn, bk, pa.data<float>(), pb.data<float>(), c2.data<float>(),
+                  bn, false, splits, dbias.data<float>());
+    const auto h1 = host_of(c1), h2 = host_of(c2);
+    EXPECT_EQ(std::memcmp(h1.data(), h2.data(), h1.size() * sizeof(float)), 0)
+        << "bias, splits " << splits;
+    EXPECT_THROW(tc::gemm_bf16(false, true, bm, bn, bk, pa.data<float>(), pb.data<float>(),
+                               c2.data<float>(), bn, true, splits, dbias.data<float>()),
+                 RuntimeError);
+  }
 }
 
 TEST_P(GpuGemmTc, ZeroKWritesZerosOrLeavesC) {

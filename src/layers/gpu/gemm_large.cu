@@ -370,8 +370,8 @@ __global__ void __launch_bounds__(C::NT, kBlocksPerSM) gemm_large_kernel(const _
     }
 }
 
-// C[m][n] = (C[m][n] +) Σ_{z ascending} ws[z][m][n], in double, rounded once.
-// A thread takes 4 consecutive columns of a row (ldw % 4 == 0 and ws 16-byte
+// C[m][n] = (C[m][n] or bias[n] +) Σ_{z ascending} ws[z][m][n], in double,
+// rounded once. A thread takes 4 consecutive columns of a row (ldw % 4 == 0 and ws 16-byte
 // aligned: float4 loads, but in a row's last group, whose padding past N no
 // slice writes; float4 loads and stores of C where vec_c says C
 // allows them), thread x of the grid the columns, y the rows (grid-stride):
@@ -379,7 +379,7 @@ __global__ void __launch_bounds__(C::NT, kBlocksPerSM) gemm_large_kernel(const _
 __global__ void __launch_bounds__(256)
     splitk_sum_kernel(const float* __restrict__ ws, int splits, long long slice, long long ldw,
                       int M, int N, float* __restrict__ c, long long ldc, bool accumulate,
-                      bool vec_c) {
+                      bool vec_c, const float* __restrict__ bias) {
   const int n = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
   if (n >= N) return;
   for (int m = blockIdx.y; m < M; m += gridDim.y) {
@@ -397,7 +397,11 @@ __global__ void __launch_bounds__(256)
           if (n + j < N) s[j] += (double)w[z * slice + j];
     }
     float* o = c + m * ldc + n;
-    if (vec_c && n + 3 < N) {
+    if (bias) {  // C = bias + Σ (never with accumulate)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (n + j < N) o[j] = float((double)bias[n + j] + s[j]);
+    } else if (vec_c && n + 3 < N) {
       float4 r;
       if (accumulate) {
         const float4 old = *reinterpret_cast<const float4*>(o);
@@ -571,14 +575,15 @@ float* splitk_workspace(int splits, int m, int n) {
   return workspace().floats(size_t(splitk_ldw(n)) * size_t(m) * size_t(splits));
 }
 
-void splitk_sum(const float* ws, int splits, int m, int n, float* c, int ldc, bool accumulate) {
+void splitk_sum(const float* ws, int splits, int m, int n, float* c, int ldc, bool accumulate,
+                const float* bias) {
   const long long ldw = splitk_ldw(n), slice = ldw * m;
   if (m == 0 || n == 0) return;
   const long long gx = tiles(tiles(n, 4), 256);
   const long long gy = std::max(1ll, std::min<long long>({m, 65535, 4096 / gx}));
   const bool vec_c = aligned16(c) && ldc % 4 == 0;
   splitk_sum_kernel<<<dim3(unsigned(gx), unsigned(gy)), 256>>>(ws, splits, slice, ldw, m, n, c,
-                                                              ldc, accumulate, vec_c);
+                                                              ldc, accumulate, vec_c, bias);
   HPMC_CUDA_LAUNCH_CHECK("gemm split-K sum");
 }
 

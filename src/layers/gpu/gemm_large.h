@@ -68,7 +68,9 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int l
 long long splitk_ldw(int n);
 float* splitk_workspace(int splits, int m, int n);
 // C[i][j] = (C[i][j] +) Σ_z ws[z·slice + i·ldw + j], z ascending, in double,
-// rounded once (on the default stream, after the slices' kernel).
-void splitk_sum(const float* ws, int splits, int m, int n, float* c, int ldc, bool accumulate);
+// rounded once (on the default stream, after the slices' kernel); with bias
+// (not with accumulate) bias[j] takes C[i][j]'s place.
+void splitk_sum(const float* ws, int splits, int m, int n, float* c, int ldc, bool accumulate,
+                const float* bias = nullptr);
 
 }  // namespace hpmc::gpu::gemm_large

@@ -189,10 +189,13 @@ struct Operand {
 // issued before the first store (one load latency per group, not one per
 // element: a k = 64 weight gradient of 8192×784 spent 0.07 ms here with the
 // loads one after another). A lane's two consecutive columns go as one
-// 8-byte access where C allows it (pair: C 8-byte aligned, ldc even).
+// 8-byte access where C allows it (pair: C 8-byte aligned, ldc even). With
+// bias (never with accumulate): C = bias[column] + acc, as a broadcast of
+// the bias followed by an accumulating product would give.
 __device__ __forceinline__ void store_acc(const float (&acc)[kMmaM][kMmaN][4],
                                           float* __restrict__ C, int ldc, int M, int N, int r0,
-                                          int c0, int g, int tq, bool accumulate, bool pair) {
+                                          int c0, int g, int tq, bool accumulate, bool pair,
+                                          const float* __restrict__ bias = nullptr) {
 #pragma unroll
   for (int i = 0; i < kMmaM; ++i) {
     float old[kMmaN][4];
@@ -203,7 +206,10 @@ __device__ __forceinline__ void store_acc(const float (&acc)[kMmaM][kMmaN][4],
         const int row = r0 + i * 16 + g + 8 * h, col = c0 + j * 8 + 2 * tq;
         const float* o = C + (long long)row * ldc + col;
         float2 v = make_float2(0.f, 0.f);
-        if (accumulate && row < M) {
+        if (bias) {
+          if (col < N) v.x = bias[col];
+          if (col + 1 < N) v.y = bias[col + 1];
+        } else if (accumulate && row < M) {
           if (pair && col + 1 < N) v = *reinterpret_cast<const float2*>(o);
           else if (col < N) v.x = o[0], v.y = col + 1 < N ? o[1] : 0.f;
         }
@@ -399,7 +405,8 @@ template <bool TA, bool TB>
 __global__ void __launch_bounds__(kThreads, 2)
     gemm_bf16_kernel(int M, int N, int K, const uint16_t* __restrict__ A, int lda,
                      const uint16_t* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
-                     bool accumulate, int tps, long long split_stride) {
+                     bool accumulate, int tps, long long split_stride,
+                     const float* __restrict__ bias) {
   __shared__ __align__(128) unsigned char smem[kStages][2][kTileBytes];  // [stage][A, B]
   const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
   C += blockIdx.z * split_stride;
@@ -465,7 +472,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   copy_wait<0>();
   store_acc(acc, C, ldc, M, N, m0 + wm * kWarpM, n0 + wn * kWarpN, g, tq, accumulate,
-            ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(C) & 7u) == 0);
+            ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(C) & 7u) == 0, bias);
 }
 
 // dst[r·ldp + c] = bf16(src[r·ld + c]) for c < cols, 0 for cols ≤ c < ldp:
@@ -509,8 +516,10 @@ void launch(bool ta, bool tb, dim3 grid, int m, int n, int k, const float* a, in
 
 template <bool TA, bool TB>
 void launch_bf16(dim3 grid, int m, int n, int k, const uint16_t* a, int lda, const uint16_t* b,
-                 int ldb, float* c, int ldc, bool acc, int tps, long long stride) {
-  gemm_bf16_kernel<TA, TB><<<grid, kThreads>>>(m, n, k, a, lda, b, ldb, c, ldc, acc, tps, stride);
+                 int ldb, float* c, int ldc, bool acc, int tps, long long stride,
+                 const float* bias) {
+  gemm_bf16_kernel<TA, TB><<<grid, kThreads>>>(m, n, k, a, lda, b, ldb, c, ldc, acc, tps, stride,
+                                               bias);
 }
 
 // Packs into `buf` (grown as needed).
@@ -582,9 +591,11 @@ bool plan(Operands p, int m, int n, int k, float* c, int ldc, bool accumulate, i
   return true;
 }
 
-void finish(const Plan& pl, int m, int n, float* c, int ldc, bool accumulate) {
+void finish(const Plan& pl, int m, int n, float* c, int ldc, bool accumulate,
+            const float* bias = nullptr) {
   HPMC_CUDA_LAUNCH_CHECK("tensor-core gemm");
-  if (pl.grid.z > 1) gemm_large::splitk_sum(pl.out, int(pl.grid.z), m, n, c, ldc, accumulate);
+  if (pl.grid.z > 1)
+    gemm_large::splitk_sum(pl.out, int(pl.grid.z), m, n, c, ldc, accumulate, bias);
 }
 
 void check_sizes(Operands p, bool trans_a, bool trans_b, int m, int n, int k, int lda, int ldb,
@@ -602,7 +613,7 @@ void check_sizes(Operands p, bool trans_a, bool trans_b, int m, int n, int k, in
 }
 
 void run_bf16(const Plan& pl, bool trans_a, bool trans_b, int m, int n, int k, const void* a,
-              const void* b) {
+              const void* b, const float* bias = nullptr) {
   const auto* pa = static_cast<const uint16_t*>(a);
   const auto* pb = static_cast<const uint16_t*>(b);
   const int lpa = packed_ld(trans_a ? m : k), lpb = packed_ld(trans_b ? k : n);
@@ -611,10 +622,11 @@ void run_bf16(const Plan& pl, bool trans_a, bool trans_b, int m, int n, int k, c
   const int ldo = pl.ldo, t = pl.tps;
   const long long st = pl.stride;
   const bool acc = pl.acc;
-  if (trans_a && trans_b) launch_bf16<true, true>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st);
-  else if (trans_a) launch_bf16<true, false>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st);
-  else if (trans_b) launch_bf16<false, true>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st);
-  else launch_bf16<false, false>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st);
+  const float* bs = pl.grid.z > 1 ? nullptr : bias;  // with split-K the sum adds it
+  if (trans_a && trans_b) launch_bf16<true, true>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st, bs);
+  else if (trans_a) launch_bf16<true, false>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st, bs);
+  else if (trans_b) launch_bf16<false, true>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st, bs);
+  else launch_bf16<false, false>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st, bs);
 }
 
 }  // namespace
@@ -636,12 +648,14 @@ void pack_bf16(const float* src, int rows, int cols, int ld, void* dst) {
 }
 
 void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, const void* a, const void* b,
-               float* c, int ldc, bool accumulate, int splits) {
+               float* c, int ldc, bool accumulate, int splits, const float* bias) {
   check_sizes(Operands::kBf16, trans_a, trans_b, m, n, k, trans_a ? m : k, trans_b ? k : n, ldc);
+  if (bias && accumulate)
+    throw RuntimeError("tensor-core gemm (bf16): a bias with accumulate (C += A·B + bias)");
   Plan pl;
   if (!plan(Operands::kBf16, m, n, k, c, ldc, accumulate, splits, pl)) return;
-  run_bf16(pl, trans_a, trans_b, m, n, k, a, b);
-  finish(pl, m, n, c, ldc, accumulate);
+  run_bf16(pl, trans_a, trans_b, m, n, k, a, b, bias);
+  finish(pl, m, n, c, ldc, accumulate, bias);
 }
 
 void gemm(Operands p, bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,

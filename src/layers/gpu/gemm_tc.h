@@ -72,8 +72,10 @@ size_t packed_bytes(int rows, int cols);  // rows · packed_ld(cols) · 2
 void pack_bf16(const float* src, int rows, int cols, int ld, void* dst);
 // C (= or +=) op(A)·op(B) as gemm(kBf16, …) with A and B packed (op(A)'s
 // storage is trans_a ? k×m : m×k, op(B)'s trans_b ? n×k : k×n; their
-// leading dimensions packed_ld of their column counts).
+// leading dimensions packed_ld of their column counts). bias (n values; not
+// with accumulate): C = op(A)·op(B) + bias in every row, in the epilogue —
+// the bits of writing the bias first and accumulating the product.
 void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, const void* a, const void* b,
-               float* c, int ldc, bool accumulate, int splits = 0);
+               float* c, int ldc, bool accumulate, int splits = 0, const float* bias = nullptr);
 
 }  // namespace hpmc::gpu::gemm_tc

@@ -91,21 +91,21 @@ void LinearGPU::forward_impl(const Tensor& x, Tensor& y) {
   const int n = x.shape().n, in = cfg_.in_features, out = cfg_.out_features;
   float* yp = y.data<float>();
   if (n == 0) return;
-  if (cfg_.bias) {
-    broadcast_bias_kernel<<<grid_for(size_t(n) * out), kBlock>>>(n, out, param(1), yp);
-    HPMC_CUDA_LAUNCH_CHECK("linear bias broadcast");
-  }
-  // y [n, out] (+)= x [n, in] · Wᵀ   (W is [out, in])
-  if (packed_path(n)) {
+  // y [n, out] = b + x [n, in] · Wᵀ   (W is [out, in])
+  if (packed_path(n)) {  // the bias in the product's epilogue
     grow_packed(n);
     gemm_tc::pack_bf16(x.data<float>(), n, in, in, xp_.data<float>());
     gemm_tc::pack_bf16(param(0), out, in, in, wp_.data<float>());
     xp_source_ = x.data<float>();
     gemm_tc::gemm_bf16(false, true, n, out, in, xp_.data<float>(), wp_.data<float>(), yp, out,
-                       cfg_.bias);
+                       false, 0, cfg_.bias ? param(1) : nullptr);
     return;
   }
   xp_source_ = nullptr;
+  if (cfg_.bias) {
+    broadcast_bias_kernel<<<grid_for(size_t(n) * out), kBlock>>>(n, out, param(1), yp);
+    HPMC_CUDA_LAUNCH_CHECK("linear bias broadcast");
+  }
   gemm_of(family_)(false, true, n, out, in, x.data<float>(), in, param(0), in, yp, out,
                    cfg_.bias);
 }

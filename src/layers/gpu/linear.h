@@ -12,7 +12,9 @@
 // once: x and W in forward (kept for backward: x for the weight gradient, W
 // for the input gradient), dY in backward, and runs the three products on
 // gemm_tc::gemm_bf16 — three packing passes a step instead of gemm_tc::gemm's
-// six, the same bits. workspace_bytes counts the packed copies.
+// six, the same bits — with the bias added in the forward product's
+// epilogue rather than broadcast first (the same bits again).
+// workspace_bytes counts the packed copies.
 #pragma once
 
 #include <string>
