@@ -2,9 +2,11 @@
 // bf16 (gemm_tc.cu): C[m×n] (= or +=) op(A)·op(B), row-major, leading
 // dimensions lda/ldb/ldc, either operand transposed, read in place.
 //
+// implicit::gemm (the Linear layer's products) runs every product here in
+// tf32 and bf16, whatever its size.
+//
 // The operands are FP32 in memory (master weights, FP32 activations); each
-// element is rounded once, as it is staged into shared memory, to the
-// precision's operand format:
+// element is rounded once to the precision's operand format:
 //   kTf32  cvt.rna.tf32.f32: 10 stored mantissa bits, round to nearest with
 //          ties away from zero (unit roundoff 2^-11); products on
 //          mma.sync m16n8k8 tf32;
@@ -17,17 +19,28 @@
 // thread's fragment; the bits depend on the shape only. No cuBLAS.
 //
 // Block tile 128×128 with k-tiles of 32 (bf16) or 16 (tf32), 256 threads
-// as 2 × 4 warps of 64×32, two blocks a multiprocessor; the next k-tile is
-// loaded into registers while the tensor cores work on the current one from
-// shared memory (two buffers), each operand kept there in its own layout
-// (k-contiguous or row-contiguous) so that stores and fragment loads are
-// free of bank conflicts; ldmatrix for the k-contiguous fragments.
+// as 2 × 4 warps of 64×32, two blocks a multiprocessor. Two main loops:
+//   staged   (tf32; bf16 below the packing rule, packs()): the next k-tile
+//            is loaded into registers and rounded there while the tensor
+//            cores work on the current one from shared memory (two
+//            buffers), each operand in its own layout (k-contiguous or
+//            row-contiguous) so that stores and fragment loads are free of
+//            bank conflicts; ldmatrix for the k-contiguous fragments;
+//   packed   (bf16 from the rule on): both operands packed first (rounded
+//            to bf16 once, half the bytes; pack_bf16 below), then copied
+//            to shared memory by cp.async three k-tiles deep, swizzled, and
+//            read by ldmatrix (.trans for row-contiguous tiles). The same
+//            rounded values through the same mma sequence: the same bits
+//            as the staged loop.
+// The epilogue writes a lane's two consecutive columns as one 8-byte access
+// where C allows it, and issues a group's loads of C (accumulate) before
+// its stores.
 //
 // Split-K as gemm_large.h's (splits_for(): when the m×n tiles fill fewer
 // than two blocks on each of 132 SMs, contiguous slices of at least 8
 // k-tiles, at most 16, each written whole to the shared workspace and summed
 // in double, slice 0 first): a function of the shape only, so the bits do
-// not depend on the device. Not yet: a cp.async/TMA pipeline, wgmma;
+// not depend on the device. Not yet: TMA, wgmma, wider warp tiles;
 // docs/gemm-large-tuning.md keeps the measurements.
 #pragma once
 
