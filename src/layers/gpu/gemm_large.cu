@@ -371,11 +371,11 @@ __global__ void __launch_bounds__(C::NT, kBlocksPerSM) gemm_large_kernel(const _
 }
 
 // C[m][n] = (C[m][n] or bias[n] +) Σ_{z ascending} ws[z][m][n], in double,
-// rounded once. A thread takes 4 consecutive columns of a row (ldw % 4 == 0 and ws 16-byte
-// aligned: float4 loads, but in a row's last group, whose padding past N no
-// slice writes; float4 loads and stores of C where vec_c says C
-// allows them), thread x of the grid the columns, y the rows (grid-stride):
-// no division per element.
+// rounded once. A thread takes 4 consecutive columns of a row: float4 loads
+// of the slices (ldw % 4 == 0, ws 16-byte aligned), but in a row's last
+// group, whose padding past N no slice writes; float4 loads and stores of C
+// where vec_c says C allows them. Thread x of the grid picks the columns, y
+// the rows (grid-stride): no division per element.
 __global__ void __launch_bounds__(256)
     splitk_sum_kernel(const float* __restrict__ ws, int splits, long long slice, long long ldw,
                       int M, int N, float* __restrict__ c, long long ldc, bool accumulate,

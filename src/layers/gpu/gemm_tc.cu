@@ -51,8 +51,8 @@
 #include "core/error.h"
 #include "layers/gpu/cp_async.cuh"
 #include "layers/gpu/gemm_large.h"
-#include "layers/gpu/scratch.h"
 #include "layers/gpu/mma.cuh"
+#include "layers/gpu/scratch.h"
 
 namespace hpmc::gpu::gemm_tc {
 
@@ -352,7 +352,9 @@ constexpr int kBK16 = 32, kStages = 3;
 constexpr int kTileBytes = kBM * kBK16 * 2;  // 8 KB; both layouts
 static_assert(kStages * 2 * kTileBytes <= 48 * 1024, "static shared memory");
 
-__device__ __forceinline__ int kcont_off(int r, int c) { return 64 * r + 16 * (c ^ ((r >> 1) & 3)); }
+__device__ __forceinline__ int kcont_off(int r, int c) {
+  return 64 * r + 16 * (c ^ ((r >> 1) & 3));
+}
 __device__ __forceinline__ int rcont_off(int k, int c) { return 256 * k + 16 * (c ^ (k & 7)); }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&d)[4], const unsigned char* p, bool trans) {
@@ -508,18 +510,9 @@ template <class P>
 void launch(bool ta, bool tb, dim3 grid, int m, int n, int k, const float* a, int lda, bool va,
             const float* b, int ldb, bool vb, float* c, int ldc, bool acc, int tps,
             long long stride) {
-  if (ta && tb) gemm_tc_kernel<P, true, true><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc, tps, stride);
-  else if (ta) gemm_tc_kernel<P, true, false><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc, tps, stride);
-  else if (tb) gemm_tc_kernel<P, false, true><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc, tps, stride);
-  else gemm_tc_kernel<P, false, false><<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc, tps, stride);
-}
-
-template <bool TA, bool TB>
-void launch_bf16(dim3 grid, int m, int n, int k, const uint16_t* a, int lda, const uint16_t* b,
-                 int ldb, float* c, int ldc, bool acc, int tps, long long stride,
-                 const float* bias) {
-  gemm_bf16_kernel<TA, TB><<<grid, kThreads>>>(m, n, k, a, lda, b, ldb, c, ldc, acc, tps, stride,
-                                               bias);
+  auto kernel = ta ? (tb ? gemm_tc_kernel<P, true, true> : gemm_tc_kernel<P, true, false>)
+                   : (tb ? gemm_tc_kernel<P, false, true> : gemm_tc_kernel<P, false, false>);
+  kernel<<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc, tps, stride);
 }
 
 // Packs into `buf` (grown as needed).
@@ -623,10 +616,9 @@ void run_bf16(const Plan& pl, bool trans_a, bool trans_b, int m, int n, int k, c
   const long long st = pl.stride;
   const bool acc = pl.acc;
   const float* bs = pl.grid.z > 1 ? nullptr : bias;  // with split-K the sum adds it
-  if (trans_a && trans_b) launch_bf16<true, true>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st, bs);
-  else if (trans_a) launch_bf16<true, false>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st, bs);
-  else if (trans_b) launch_bf16<false, true>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st, bs);
-  else launch_bf16<false, false>(g, m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st, bs);
+  auto kernel = trans_a ? (trans_b ? gemm_bf16_kernel<true, true> : gemm_bf16_kernel<true, false>)
+                        : (trans_b ? gemm_bf16_kernel<false, true> : gemm_bf16_kernel<false, false>);
+  kernel<<<g, kThreads>>>(m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st, bs);
 }
 
 }  // namespace
