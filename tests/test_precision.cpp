@@ -578,19 +578,10 @@ TEST(PrecisionLayers, LinearInBf16OnTheGpu) {
 
 TEST(PrecisionLayers, LinearInBf16) {
   for (const auto& [batch, in, out] : {std::tuple{1, 37, 5}, {7, 129, 33}, {64, 300, 70}}) {
-    auto products = [&, batch = batch, in = in, out = out](const Layer&) {
-      Products p;
-      p.each = [=](const std::function<void(size_t, size_t, size_t)>& f) {
-        for (int n = 0; n < batch; ++n)
-          for (int o = 0; o < out; ++o)
-            for (int i = 0; i < in; ++i)
-              f(size_t(n) * in + i, size_t(n) * out + o, size_t(o) * in + i);
-      };
-      p.bias_of = [=](size_t yi) { return yi % size_t(out); };
-      return p;
-    };
     check_bf16_layer("linear", str("{out_features: ", out, "}"), Shape(batch, in, 1, 1),
-                     products);
+                     [&, batch = batch, in = in, out = out](const Layer&) {
+                       return linear_products(batch, in, out);
+                     });
   }
 }
 
