@@ -34,7 +34,7 @@
 // time, 16 lanes to a bank: 4–9% of the peak where an operand was
 // row-contiguous; docs/gemm-large-tuning.md).
 //
-// ---- pipeline ----------------------------------------------------------------------------
+// ---- pipeline of the staged loop (tf32; bf16 below packs(); the packed loop: below) ------
 // Tile kt+1 is loaded into registers while the mma loop works on tile kt
 // from shared memory; then it is converted into the other buffer and one
 // barrier orders both (every warp has finished reading that buffer, tile
@@ -335,9 +335,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 // values (ldp), so that every 16-byte chunk of 8 values is aligned and lies
 // wholly inside or outside the matrix. Half the bytes of FP32 reach the SMs,
 // and they go straight to shared memory by cp.async, kStages k-tiles deep,
-// with no registers in between (the FP32 path above loads a k-tile into
-// registers and rounds it there: about 140 TFLOP/s at 4096³ and 80 at
-// 1024³, stalled on those loads; docs/gemm-large-tuning.md).
+// with no registers in between (the staged loop above loads a k-tile of
+// FP32 values into registers and rounds it there: about 140 TFLOP/s at
+// 4096³ and 80 at 1024³, stalled on those loads; docs/gemm-large-tuning.md).
 //
 // A stage holds both operands' k-tiles of kBK16 = 32 values, 8 KB each:
 //   k-contiguous (A plain, B transposed): 128 rows × 4 chunks, row r's chunk
