@@ -349,6 +349,21 @@ model:
                          "total_steps: 10}}"),
                     data),
             "");
+  // In tf32 and bf16 the GPU rewrite makes the MLP one fused layer (its
+  // products' epilogues take the ReLUs: gpu_rewrite.h); the fused step sees
+  // the linear layers through it, and a non-linear step in it still refuses.
+  for (const char* prec : {"tf32", "bf16"}) {
+    SCOPED_TRACE(prec);
+    const std::string yaml = mlp_yaml({8, 6, 10}, 4, 0, 0, true, 2, str(", precision: ", prec));
+    Config c = parse_config(yaml, "t.yaml");
+    auto m = Model::build(c, Impl::kIm2col, data.sample_shape(), data.num_classes);
+    ASSERT_EQ(m->layers().size(), 2u);  // flat, fc1+relu1+fc2+relu2+fc3
+    EXPECT_EQ(m->layers()[1]->name(), "fc1+relu1+fc2+relu2+fc3");
+    EXPECT_EQ(fused_step_refusal(*m, c.training, data), "");
+    std::string tanh = yaml;
+    tanh.replace(tanh.find("type: relu}"), 11, "type: tanh}");
+    EXPECT_EQ(refusal(tanh, data), "layer 'relu1' (tanh) is not part of a linear/relu chain");
+  }
   // The trainer says why it trains layer by layer.
   Config cfg = parse_config(with("{optimizer: {type: adamw}}"), "t.yaml");
   auto model = Model::build(cfg, Impl::kIm2col, data.sample_shape(), data.num_classes);

@@ -73,8 +73,9 @@ struct Pair {
 
 // first_trained = -1: as if a layer with parameters came before the list, so
 // that a leading ReLU's input gradient is needed (and its backward may be a mask).
+// prec: the layers' training.precision (a linear layer links only in tf32 and bf16).
 std::unique_ptr<Pair> build(const std::vector<Spec>& specs, const Shape& in, bool fold = true,
-                            int first_trained = -1) {
+                            int first_trained = -1, Precision prec = Precision::kFp32) {
   auto p = std::make_unique<Pair>();
   // Two sets of the layers: the rewritten list keeps some of its own (a group
   // of one), which its parameter store binds, so they may not be the plain
@@ -84,6 +85,7 @@ std::unique_ptr<Pair> build(const std::vector<Spec>& specs, const Shape& in, boo
     Shape cur = in.with_batch(1);
     for (const Spec& s : specs) {
       out.push_back(make_layer(s.type, s.keys, Impl::kIm2col, cur, s.name));
+      out.back()->set_precision(prec);
       cur = out.back()->output_shape(cur);
     }
     return out;
@@ -244,6 +246,49 @@ TEST(GpuFusedLayers, ConvReluPoolIsBitExact) {
   }
 }
 
+// Linear layers in tf32 and bf16 (their products on the tensor-core engine,
+// whose epilogue takes the bias and the activation after the layer, and the
+// ReLU mask of its input in the input gradient): an MLP is one fused layer,
+// bit for bit the plain layers — odd feature counts, batch 1 and 3, and a
+// batch whose products run on packed bf16 operands (a 520->512 layer at
+// batch 513) with split-K weight gradients. A ReLU at the start (its forward
+// kernel, its backward the mask of fc1), an activation whose backward is not
+// a mask (tanh: its backward kernel from the output), and a linear layer at
+// the end with nothing after it. In fp32 a linear layer links to nothing.
+TEST(GpuFusedLayers, LinearChainsAreBitExact) {
+  HPMC_REQUIRE_GPU();
+  uint64_t seed = 700;
+  const auto lin = [](const char* name, int out) {
+    return Spec{name, "linear", str("{out_features: ", out, "}")};
+  };
+  for (Precision prec : {Precision::kTf32, Precision::kBf16}) {
+    SCOPED_TRACE(precision_name(prec));
+    auto mlp = build({lin("fc1", 45), {"relu1", "relu", ""}, lin("fc2", 129), {"relu2", "relu", ""},
+                      lin("fc3", 5)},
+                     Shape(1, 37, 1, 1), true, -1, prec);
+    ASSERT_EQ(run_list(mlp->fused), "fc1+relu1+fc2+relu2+fc3");
+    EXPECT_EQ(mlp->fused[0]->describe(),
+              "linear 37->45 + relu > linear 45->129 + relu > linear 129->5");
+    for (int n : {1, 3, 70}) compare(*mlp, n, seed++, true);
+
+    auto wide = build({lin("fc1", 520), {"relu1", "relu", ""}, lin("fc2", 512),
+                       {"relu2", "relu", ""}, lin("fc3", 7)},
+                      Shape(1, 300, 1, 1), true, -1, prec);
+    ASSERT_EQ(run_list(wide->fused), "fc1+relu1+fc2+relu2+fc3");
+    compare(*wide, 513, seed++, true);
+
+    auto lead = build({{"relu0", "relu", ""}, lin("fc1", 33), {"tanh1", "tanh", ""},
+                       lin("fc2", 9), {"sig2", "sigmoid", ""}},
+                      Shape(1, 19, 1, 1), true, -1, prec);
+    ASSERT_EQ(run_list(lead->fused), "relu0+fc1+tanh1 fc2+sig2");
+    EXPECT_EQ(lead->plan.declined.size(), 1u);  // tanh1's backward is not a mask
+    for (int n : {1, 3}) compare(*lead, n, seed++, true);
+  }
+  auto fp32 = build({lin("fc1", 45), {"relu1", "relu", ""}, lin("fc2", 5)}, Shape(1, 37, 1, 1));
+  EXPECT_EQ(run_list(fp32->fused), "fc1 relu1 fc2");
+  EXPECT_TRUE(fp32->plan.declined.empty());
+}
+
 // [conv2d, relu] with nothing after it to take the ReLU's backward: the
 // epilogue forward, and the ReLU's backward kernel (from y) before the conv's.
 TEST(GpuFusedLayers, ConvReluAloneIsBitExact) {
@@ -395,7 +440,7 @@ ChainStep conv_act_step(int c, int k, const Activation& a, int fold) {
   ChainStep s;
   s.kind = ChainStep::Kind::kConv;
   s.conv = Conv2dConfig{c, k, 3, 1, 1, true};
-  s.conv_name = "conv";
+  s.owner = "conv";
   if (fold > 1) s.layers.push_back("up");
   s.layers.push_back("conv");
   if (!a.is_none()) s.layers.push_back("act");

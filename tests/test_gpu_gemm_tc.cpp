@@ -24,6 +24,7 @@
 #include <limits>
 #include <vector>
 
+#include "act_testing.h"
 #include "core/bf16.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -273,15 +274,126 @@ TEST_P(GpuGemmTc, PackedBf16OperandsGiveTheSameProducts) {
     tc::pack_bf16(db.data<float>(), bn, bk, bk, pb.data<float>());
     tc::gemm_bf16(false, true, bm, bn, bk, pa.data<float>(), pb.data<float>(), c1.data<float>(),
                   bn, true, splits);
+    tc::Epilogue ep;
+    ep.bias = dbias.data<float>();
     tc::gemm_bf16(false, true, bm, bn, bk, pa.data<float>(), pb.data<float>(), c2.data<float>(),
-                  bn, false, splits, dbias.data<float>());
+                  bn, false, splits, ep);
     const auto h1 = host_of(c1), h2 = host_of(c2);
     EXPECT_EQ(std::memcmp(h1.data(), h2.data(), h1.size() * sizeof(float)), 0)
         << "bias, splits " << splits;
     EXPECT_THROW(tc::gemm_bf16(false, true, bm, bn, bk, pa.data<float>(), pb.data<float>(),
-                               c2.data<float>(), bn, true, splits, dbias.data<float>()),
+                               c2.data<float>(), bn, true, splits, ep),
                  RuntimeError);
   }
+}
+
+// The epilogue (gemm_tc.h's Epilogue: a bias, an activation, a ReLU mask),
+// what the Linear layers fold into their products: bit for bit the separate
+// passes — the product accumulated onto the broadcast bias (or written
+// plain), then the activation layer's operation (act_testing.h: bit for bit,
+// sigmoid and tanh within 4 ulp), then mask > 0 ? v : 0 — on every path:
+// the staged loop, the packed bf16 operands (gemm_bf16, and gemm's own
+// packing for a large product), unsplit and split (the sum applies it),
+// every transpose, odd shapes, unaligned mask rows. Outputs start as NaN.
+TEST_P(GpuGemmTc, EpilogueIsTheSeparatePasses) {
+  HPMC_REQUIRE_GPU();
+  const tc::Operands p = GetParam();
+  struct EpCase {
+    int m, n, k;
+    bool packed;  // through pack_bf16 + gemm_bf16 (bf16 only)
+  };
+  std::vector<EpCase> cases = {{1, 1, 1, false}, {37, 23, 45, false}, {129, 130, 67, false},
+                               {130, 5, 2051, false}, {512, 520, 512, false}};
+  if (p == tc::Operands::kBf16) {
+    ASSERT_TRUE(tc::packs(512, 520, 512));  // gemm packs this one itself
+    cases.push_back({37, 23, 45, true});
+    cases.push_back({257, 129, 300, true});
+  }
+  const std::vector<Activation> acts = {Activation::none(), Activation::relu(),
+                                        Activation::leaky_relu(0.1f), Activation::sigmoid(),
+                                        Activation::tanh()};
+  Rng rng(9900);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const EpCase& cs : cases)
+    for (int t = 0; t < 4; ++t)
+      for (int splits : {1, 3}) {
+        const bool ta = t & 1, tb = t & 2;
+        const int m = cs.m, n = cs.n, k = cs.k;
+        const int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+        Tensor da = gpu_of(random_floats(size_t(ar) * ac, rng));
+        Tensor db = gpu_of(random_floats(size_t(br) * bc, rng));
+        Tensor pa, pb;
+        if (cs.packed) {
+          pa = packed_buffer(ar, ac), pb = packed_buffer(br, bc);
+          tc::pack_bf16(da.data<float>(), ar, ac, ac, pa.data<float>());
+          tc::pack_bf16(db.data<float>(), br, bc, bc, pb.data<float>());
+        }
+        const auto product = [&](float* c, bool acc, const tc::Epilogue& ep) {
+          if (cs.packed)
+            tc::gemm_bf16(ta, tb, m, n, k, pa.data<float>(), pb.data<float>(), c, n, acc, splits,
+                          ep);
+          else
+            tc::gemm(p, ta, tb, m, n, k, da.data<float>(), ac, db.data<float>(), bc, c, n, acc,
+                     splits, ep);
+        };
+        const std::vector<float> bias = random_floats(size_t(n), rng);
+        const int ldm = n + 1;  // odd: the mask's scalar loads
+        std::vector<float> mask = random_floats(size_t(m) * ldm, rng);
+        for (size_t i = 0; i < mask.size(); i += 3) mask[i] = 0.f;  // zero masks too
+        Tensor dbias = gpu_of(bias), dmask = gpu_of(mask);
+        for (int with_bias = 0; with_bias < 2; ++with_bias) {
+          // The separate passes: the bias broadcast, the product accumulated on it.
+          std::vector<float> rows(size_t(m) * n, 0.f);
+          if (with_bias)
+            for (size_t i = 0; i < rows.size(); ++i) rows[i] = bias[i % size_t(n)];
+          Tensor plain = gpu_of(rows);
+          product(plain.data<float>(), true, tc::Epilogue{});
+          const std::vector<float> hp = host_of(plain);
+          for (const Activation& a : acts)
+            for (int masked = 0; masked < 2; ++masked) {
+              SCOPED_TRACE(str(tc::operands_name(p), cs.packed ? " packed" : "", " m", m, " n", n,
+                               " k", k, ta ? " At" : "", tb ? " Bt" : "", " splits ", splits,
+                               with_bias ? " bias " : " ", testing::act_name(a),
+                               masked ? " mask" : ""));
+              tc::Epilogue ep;
+              ep.bias = with_bias ? dbias.data<float>() : nullptr;
+              ep.act = a;
+              if (masked) ep.mask = dmask.data<float>(), ep.ldm = ldm;
+              Tensor c = gpu_of(std::vector<float>(size_t(m) * n, nan));
+              product(c.data<float>(), false, ep);
+              gpu::check_after("tensor-core gemm with an epilogue");
+              std::vector<float> got = host_of(c);
+              if (masked) {  // the mask must zero what it covers, and leave the rest
+                for (int i = 0; i < m; ++i)
+                  for (int j = 0; j < n; ++j) {
+                    const size_t e = size_t(i) * n + j;
+                    if (!(mask[size_t(i) * ldm + j] > 0.f)) {
+                      ASSERT_EQ(got[e], 0.f) << "masked element (" << i << ", " << j << ")";
+                      got[e] = testing::act_ref(a, hp[e], 0.f);  // for act_of below
+                    }
+                  }
+              }
+              ASSERT_TRUE(testing::act_of(hp, got, a, {}, 1, 1, m * n > 64)) << "epilogue";
+            }
+        }
+      }
+  // Refused: a bias with accumulate, a prelu, a mask narrower than n.
+  Tensor d = gpu_of(std::vector<float>(64, 1.f));
+  tc::Epilogue bad;
+  bad.bias = d.data<float>();
+  EXPECT_THROW(tc::gemm(p, false, false, 4, 4, 4, d.data<float>(), 4, d.data<float>(), 4,
+                        d.data<float>(), 4, true, 0, bad),
+               RuntimeError);
+  bad = tc::Epilogue{};
+  bad.act = Activation::prelu(d.data<float>());
+  EXPECT_THROW(tc::gemm(p, false, false, 4, 4, 4, d.data<float>(), 4, d.data<float>(), 4,
+                        d.data<float>(), 4, false, 0, bad),
+               RuntimeError);
+  bad = tc::Epilogue{};
+  bad.mask = d.data<float>(), bad.ldm = 3;
+  EXPECT_THROW(tc::gemm(p, false, false, 4, 4, 4, d.data<float>(), 4, d.data<float>(), 4,
+                        d.data<float>(), 4, false, 0, bad),
+               RuntimeError);
 }
 
 TEST_P(GpuGemmTc, ZeroKWritesZerosOrLeavesC) {

@@ -50,9 +50,11 @@ struct Plain {
 };
 
 // The nodes of a config's layers as an im2col GPU model has them (im2col =
-// false: as a naive or tiled one), with the model's features and first
-// trained layer.
-Plain plain_of(const Config& cfg, const Shape& sample, bool im2col = true) {
+// false: as a naive or tiled one; tensor_cores: in tf32 or bf16, where the
+// linear layers' products have an epilogue), with the model's features and
+// first trained layer.
+Plain plain_of(const Config& cfg, const Shape& sample, bool im2col = true,
+               bool tensor_cores = false) {
   Plain p;
   p.model = Model::build(cfg, Impl::kCpu, sample, 10);
   for (const LayerPtr& l : p.model->layers()) {
@@ -61,6 +63,7 @@ Plain plain_of(const Config& cfg, const Shape& sample, bool im2col = true) {
       n.im2col = im2col;
       n.impl = im2col ? "im2col" : "tiled";
     }
+    if (n.role == RewriteNode::Role::kLinear) n.epilogue = im2col && tensor_cores;
     p.nodes.push_back(n);
   }
   p.opts.fold = cfg.training.fold_upsample;
@@ -73,8 +76,9 @@ Plain plain_of(const Config& cfg, const Shape& sample, bool im2col = true) {
 }
 
 Plain shipped(const std::string& path, const Shape& sample, std::vector<Override> ov = {},
-              bool im2col = true) {
-  return plain_of(load_config(testing::source_dir() + "/" + path, ov), sample, im2col);
+              bool im2col = true, bool tensor_cores = false) {
+  return plain_of(load_config(testing::source_dir() + "/" + path, ov), sample, im2col,
+                  tensor_cores);
 }
 
 // "[conv1 relu1 pool1] [conv2] ...": the groups, by config layer names.
@@ -130,7 +134,7 @@ TEST(GpuRewrite, ShippedAutoencodersFuseAsTheirKernelsRan) {
     // Each conv step names its layer, the owner of its parameters.
     const auto& dec = plan.groups[2].steps;
     ASSERT_EQ(dec.size(), 3u);
-    EXPECT_EQ(dec[1].conv_name, "conv4");
+    EXPECT_EQ(dec[1].owner, "conv4");
     EXPECT_EQ(dec[1].layers, (std::vector<std::string>{"up1", "conv4", "relu4"}));
     EXPECT_EQ(dec[2].layers, (std::vector<std::string>{"up2", "conv5"}));
     EXPECT_EQ(dec[2].fold, 2);
@@ -228,6 +232,45 @@ TEST(GpuRewrite, MlpsAreLeftAsTheyAre) {
   }
 }
 
+// In tf32 and bf16 (the linear layers' products on the tensor-core engine,
+// with an epilogue) an MLP is one fused layer up to model.features: each
+// ReLU in the epilogue of the linear layer before it, its backward the mask
+// of the next one's input gradient. mnist_mlp's features are relu2, whose
+// output must stay formed: fc3 stays a layer of its own, and relu2's
+// backward runs in the fused layer, from its output.
+TEST(GpuRewrite, MlpsOnTensorCoresAreOneFusedLayer) {
+  for (const char* path : {"configs/mnist_mlp.yaml", "configs/fashion_mlp.yaml"}) {
+    SCOPED_TRACE(path);
+    Plain p = shipped(path, kMnist, {}, true, /*tensor_cores=*/true);
+    const RewritePlan plan = plan_gpu_rewrite(p.nodes, p.opts);
+    EXPECT_EQ(groups(plan, p.nodes), "[flatten] [fc1 relu1 fc2 relu2] [fc3]");
+    EXPECT_EQ(steps(plan), "linear 784->320 + relu > linear 320->160 + relu (mask)\n");
+    EXPECT_EQ(declined(plan), "relu2's backward not in fc3: relu2 is model.features (its output "
+                              "must stay formed)\n");
+    SpecOnly f(plan.groups[1].steps);
+    f.set_input_shape(Shape(1, 784, 1, 1));
+    EXPECT_FALSE(f.act_backward_here(0));  // relu1's backward: fc2's mask
+    EXPECT_TRUE(f.act_backward_here(1));   // relu2's: from its output
+    std::vector<std::string> names;
+    for (const ParamSpec& s : f.param_specs()) names.push_back(s.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));
+    const Shape b(64, 784, 1, 1);
+    const double fc1 = 2.0 * 64 * 784 * 320, fc2 = 2.0 * 64 * 320 * 160;
+    EXPECT_DOUBLE_EQ(f.forward_flops(b), fc1 + fc2);
+    EXPECT_DOUBLE_EQ(f.backward_flops(b, true), 2 * fc1 + 2 * fc2);
+    EXPECT_DOUBLE_EQ(f.backward_flops(b, false), fc1 + 2 * fc2);
+    EXPECT_EQ(f.output_shape(b), Shape(64, 160, 1, 1));
+  }
+  // Without model.features: the whole MLP.
+  Plain all = shipped("configs/mnist_mlp.yaml", kMnist, {}, true, true);
+  all.opts.features = -1;
+  const RewritePlan plan = plan_gpu_rewrite(all.nodes, all.opts);
+  EXPECT_EQ(groups(plan, all.nodes), "[flatten] [fc1 relu1 fc2 relu2 fc3]");
+  EXPECT_EQ(steps(plan), "linear 784->320 + relu > linear 320->160 + relu (mask) > "
+                         "linear 160->10 (mask)\n");
+  EXPECT_EQ(declined(plan), "");
+}
+
 // Hand-made node lists for the cases the configs do not reach.
 RewriteNode conv(const std::string& name, int c, int k, int h, int w, bool im2col = true,
                  int kernel = 3, int pad = 1) {
@@ -267,6 +310,17 @@ RewriteNode other(const std::string& name) {
   return n;
 }
 
+RewriteNode linear(const std::string& name, int in, int out, bool epilogue = true) {
+  RewriteNode n;
+  n.role = RewriteNode::Role::kLinear;
+  n.name = name;
+  n.in = Shape(1, in, 1, 1);
+  n.linear = LinearConfig{in, out, true};
+  n.epilogue = epilogue;
+  n.impl = "im2col";
+  return n;
+}
+
 RewritePlan plan_of(const std::vector<RewriteNode>& nodes, int first_trained = 0,
                     int features = -1, bool fold = true) {
   RewriteOptions o;
@@ -285,6 +339,40 @@ TEST(GpuRewrite, NoMaskBeforeTheFirstTrainedLayer) {
   EXPECT_EQ(groups(plan, nodes), "[r0] [p0] [c1 r1 p1]");
   EXPECT_EQ(declined(plan), "r0's backward not in p0: no layer before r0 has parameters, so its "
                             "backward never runs\n");
+}
+
+// Linear layers: the epilogue takes the activations a conv's does; only a
+// ReLU's backward is a mask; no mask before the first trained layer; a
+// linear layer without an epilogue (fp32) links to nothing and says nothing;
+// a conv's ReLU before a linear layer masks it too.
+TEST(GpuRewrite, LinearLayersLinkWhereTheirProductsHaveAnEpilogue) {
+  {
+    const std::vector<RewriteNode> nodes = {act("r0"), linear("fc1", 8, 9), act("t1", Activation::tanh()),
+                                            linear("fc2", 9, 4), act("p2", Activation::prelu(nullptr))};
+    const RewritePlan plan = plan_of(nodes, /*first_trained=*/1);
+    EXPECT_EQ(groups(plan, nodes), "[r0] [fc1 t1] [fc2] [p2]");
+    EXPECT_EQ(steps(plan), "linear 8->9 + tanh\n");
+    EXPECT_EQ(declined(plan),
+              "r0's backward not in fc1: no layer before r0 has parameters, so its backward never "
+              "runs\n"
+              "t1's backward not in fc2: tanh's backward is not a mask (only relu's is)\n"
+              "p2 not in the epilogue of fc2: prelu's slope gradient needs its input, which the "
+              "epilogue does not keep\n");
+  }
+  {
+    const std::vector<RewriteNode> nodes = {linear("fc1", 8, 9, false), act("r1"),
+                                            linear("fc2", 9, 4, false)};
+    const RewritePlan plan = plan_of(nodes);
+    EXPECT_EQ(groups(plan, nodes), "[fc1] [r1] [fc2]");
+    EXPECT_EQ(declined(plan), "");
+  }
+  {
+    const std::vector<RewriteNode> nodes = {conv("c1", 3, 8, 4, 4), act("r1"), other("flat"),
+                                            linear("fc1", 128, 10), act("r2"), linear("fc2", 10, 3)};
+    const RewritePlan plan = plan_of(nodes);
+    EXPECT_EQ(groups(plan, nodes), "[c1 r1] [flat] [fc1 r2 fc2]");
+    EXPECT_EQ(steps(plan), "conv2d 3x3 s1 p1 + relu\nlinear 128->10 + relu > linear 10->3 (mask)\n");
+  }
 }
 
 // The epilogue takes relu, leaky_relu (slope ≥ 0), sigmoid and tanh, and a
@@ -393,6 +481,12 @@ TEST(GpuRewrite, NodesOfBuiltLayers) {
   EXPECT_EQ(m.role, RewriteNode::Role::kMaxPool);
   EXPECT_EQ(m.win.kernel, 3);
   EXPECT_EQ(m.win.stride, 2);
+  const RewriteNode fc = rewrite_node(
+      *make_layer("linear", "{out_features: 7}", Impl::kCpu, Shape(1, 144, 1, 1), "fc"));
+  EXPECT_EQ(fc.role, RewriteNode::Role::kLinear);
+  EXPECT_EQ(fc.linear.in_features, 144);
+  EXPECT_EQ(fc.linear.out_features, 7);
+  EXPECT_FALSE(fc.epilogue);  // a CPU layer
   for (const char* other : {"avgpool2d", "batchnorm2d", "dropout", "flatten"})
     EXPECT_EQ(rewrite_node(*make_layer(other, "", Impl::kCpu, in, "o")).role,
               RewriteNode::Role::kOther)
@@ -426,7 +520,7 @@ ChainStep conv_step(const std::string& name, int c, int k, Activation a = Activa
   ChainStep s;
   s.kind = ChainStep::Kind::kConv;
   s.conv = Conv2dConfig{c, k, 3, 1, 1, true};
-  s.conv_name = name;
+  s.owner = name;
   s.layers = {name};
   s.act = a;
   s.fold = fold;
@@ -474,6 +568,20 @@ TEST(FusedSpec, RefusesStepsThatDoNotMakeAFusedLayer) {
   EXPECT_NE(spec_error({}).find("at least one step"), std::string::npos);
   EXPECT_EQ(spec_error({r, masked}), "(no error)");
   EXPECT_EQ(spec_error({conv_step("c", 3, 8, Activation::relu()), masked}), "(no error)");
+  ChainStep fc;
+  fc.kind = ChainStep::Kind::kLinear;
+  fc.linear = LinearConfig{8, 4, true};
+  fc.layers = {"fc"};
+  ChainStep fc_masked = fc;
+  fc_masked.mask_input = true;
+  EXPECT_NE(spec_error({r, fc_masked}).find("a linear step without its layer's name"),
+            std::string::npos);
+  fc.owner = fc_masked.owner = "fc";
+  EXPECT_EQ(spec_error({r, fc_masked}), "(no error)");
+  fc.act = Activation::relu();
+  EXPECT_EQ(spec_error({fc, masked}), "(no error)");  // a linear's ReLU masks a pool
+  fc.act = Activation::sigmoid();
+  EXPECT_NE(spec_error({fc, fc_masked}).find("no ReLU"), std::string::npos);
 }
 
 // Shapes, names, parameters and FLOPs of the decoder's fused layer (cifar_ae's

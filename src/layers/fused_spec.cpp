@@ -40,13 +40,17 @@ void check_steps(const std::vector<ChainStep>& steps, const std::string& who) {
                   ": its backward cannot be taken from its output"));
     switch (s.kind) {
       case ChainStep::Kind::kConv:
-        if (s.conv_name.empty()) fail(i, "a conv step without its layer's name");
+        if (s.owner.empty()) fail(i, "a conv step without its layer's name");
         if (s.fold != 1 && s.fold != 2) fail(i, str("a fold of x", s.fold, " (only x2 folds)"));
         if (s.fold == 2 && (s.conv.kernel != 3 || s.conv.stride != 1 || s.conv.padding != 1))
           fail(i, str("the upsample fold takes a 3x3 stride-1 pad-1 conv2d, not ",
                       conv2d_describe(s.conv)));
         if (s.mask_input && s.fold != 2)
           fail(i, "only a folded conv applies the mask of the ReLU before it");
+        break;
+      case ChainStep::Kind::kLinear:
+        if (s.owner.empty()) fail(i, "a linear step without its layer's name");
+        linear_check_config(s.owner, s.linear);
         break;
       case ChainStep::Kind::kMaxPool:
       case ChainStep::Kind::kUpsample:
@@ -65,7 +69,8 @@ void check_steps(const std::vector<ChainStep>& steps, const std::string& who) {
       const ChainStep* prev = i > 0 ? &steps[i - 1] : nullptr;
       const bool relu_before =
           prev && is_relu(prev->act) &&
-          (prev->kind == ChainStep::Kind::kAct || prev->kind == ChainStep::Kind::kConv);
+          (prev->kind == ChainStep::Kind::kAct || prev->kind == ChainStep::Kind::kConv ||
+           prev->kind == ChainStep::Kind::kLinear);
       if (!relu_before) fail(i, "masks its input, but the step before it ends in no ReLU");
     }
   }
@@ -82,6 +87,9 @@ std::string ChainStep::text() const {
       if (!act.is_none()) t += " + " + activation_text(act);
       return t;
     }
+    case Kind::kLinear:
+      return "linear " + linear_describe(linear) +
+             (act.is_none() ? std::string() : " + " + activation_text(act));
     case Kind::kMaxPool: return "maxpool2d " + maxpool2d_describe(win);
     case Kind::kUpsample: return "upsample2d " + upsample2d_describe(scale);
     case Kind::kAct: return activation_text(act);
@@ -93,6 +101,7 @@ Shape chain_step_output(const ChainStep& s, const Shape& in) {
   switch (s.kind) {
     case ChainStep::Kind::kConv:
       return conv2d_output_shape(s.conv, s.fold > 1 ? upsample2d_output_shape(s.fold, in) : in);
+    case ChainStep::Kind::kLinear: return linear_output_shape(s.linear, in);
     case ChainStep::Kind::kMaxPool: return maxpool2d_output_shape(s.win, in);
     case ChainStep::Kind::kUpsample: return upsample2d_output_shape(s.scale, in);
     case ChainStep::Kind::kAct: return in;
@@ -138,9 +147,10 @@ Shape FusedChainSpec::output_shape(const Shape& in) const {
 std::vector<ParamSpec> FusedChainSpec::param_specs() const {
   std::vector<ParamSpec> specs;
   for (const ChainStep& s : steps_) {
-    if (s.kind != ChainStep::Kind::kConv) continue;
-    for (ParamSpec p : conv2d_param_specs(s.conv)) {
-      p.name = s.conv_name + "." + p.name;
+    if (s.kind != ChainStep::Kind::kConv && s.kind != ChainStep::Kind::kLinear) continue;
+    const bool conv = s.kind == ChainStep::Kind::kConv;
+    for (ParamSpec p : conv ? conv2d_param_specs(s.conv) : linear_param_specs(s.linear)) {
+      p.name = s.owner + "." + p.name;
       specs.push_back(std::move(p));
     }
   }
@@ -154,7 +164,8 @@ bool FusedChainSpec::absorbed(size_t i) const {
 
 bool FusedChainSpec::act_backward_here(size_t i) const {
   const ChainStep& s = steps_.at(i);
-  return s.kind == ChainStep::Kind::kConv && !s.act.is_none() &&
+  return (s.kind == ChainStep::Kind::kConv || s.kind == ChainStep::Kind::kLinear) &&
+         !s.act.is_none() &&
          !(i + 1 < steps_.size() && steps_[i + 1].mask_input);
 }
 
@@ -170,6 +181,7 @@ double FusedChainSpec::forward_flops(const Shape& in) const {
       const Shape up = s.fold > 1 ? upsample2d_output_shape(s.fold, cur) : cur;
       f += conv2d_forward_flops(s.conv, up) * (s.fold > 1 ? kFoldShare : 1.0);
     }
+    if (s.kind == ChainStep::Kind::kLinear) f += linear_forward_flops(s.linear, cur);
     cur = chain_step_output(s, cur);
   }
   return f;
@@ -185,6 +197,8 @@ double FusedChainSpec::backward_flops(const Shape& in, bool input_grad) const {
       const bool dx = grad_target(i) > 0 || input_grad;
       f += conv2d_backward_flops(s.conv, up, dx) * (s.fold > 1 ? kFoldShare : 1.0);
     }
+    if (s.kind == ChainStep::Kind::kLinear)
+      f += linear_backward_flops(s.linear, cur, grad_target(i) > 0 || input_grad);
     cur = chain_step_output(s, cur);
   }
   return f;

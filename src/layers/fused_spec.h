@@ -14,11 +14,14 @@
 //             folded in (`fold` = 2: the step's input is the upsample's
 //             input; 3×3, stride 1, pad 1 only) and optionally the
 //             activation after it applied in its epilogue (`act`)
+//   linear    a linear layer, optionally with the activation after it in
+//             its epilogue (`act`); tf32 and bf16 only (the tensor-core
+//             engine's epilogue: layers/gpu/linear.h)
 //   maxpool   a maxpool2d
 //   upsample  a nearest upsample2d
 //   act       an activation layer on its own (the forward kernel)
 //
-// and `mask_input` on a maxpool, upsample or folded conv step: its backward
+// and `mask_input` on a maxpool, upsample, folded conv or linear step: its backward
 // also applies the mask x > 0 of its input x to the gradient it writes, which
 // is the backward of the ReLU before it (that ReLU's output is x, and
 // relu(u) > 0 ⇔ u > 0). So a ReLU between two steps costs no kernel of its
@@ -30,9 +33,9 @@
 // fused). The results are the bits of the layers run one by one, except for
 // the fold, which changes them by rounding (conv2d_kernels.h, upconv_*).
 //
-// Parameters are the conv steps' weight and bias under their own layer's
-// names ("conv1.weight", with an empty param_prefix()), in step order, so a
-// model's checkpoint does not depend on fusion.
+// Parameters are the conv and linear steps' weight and bias under their own
+// layer's names ("conv1.weight", with an empty param_prefix()), in step
+// order, so a model's checkpoint does not depend on fusion.
 #pragma once
 
 #include <string>
@@ -41,24 +44,27 @@
 #include "layers/conv2d_spec.h"
 #include "layers/epilogue_act.h"
 #include "layers/layer.h"
+#include "layers/linear_spec.h"
 #include "layers/pool_spec.h"
 
 namespace hpmc {
 
 struct ChainStep {
-  enum class Kind { kConv, kMaxPool, kUpsample, kAct };
+  enum class Kind { kConv, kLinear, kMaxPool, kUpsample, kAct };
   Kind kind = Kind::kConv;
   // The config layers the step runs, in order ({"up1", "conv4", "relu4"}).
   std::vector<std::string> layers;
   Conv2dConfig conv;     // kConv
+  LinearConfig linear;   // kLinear
   int fold = 1;          // kConv: 2 when a nearest ×2 upsample is folded in
-  std::string conv_name; // kConv: the conv2d layer, the owner of its parameters
-  Activation act;        // kConv: the epilogue's; kAct: the activation
+  std::string owner;     // kConv, kLinear: the layer that owns the parameters
+  Activation act;        // kConv, kLinear: the epilogue's; kAct: the activation
   PoolWindow win;        // kMaxPool
   int scale = 2;         // kUpsample
   bool mask_input = false;
 
-  // "conv2d 3x3 s1 p1 + relu", "conv2d 3x3 s1 p1 on up x2", "maxpool2d 2x2 s2".
+  // "conv2d 3x3 s1 p1 + relu", "upsample2d x2 + conv2d 3x3 s1 p1",
+  // "linear 784->128 + relu", "maxpool2d 2x2 s2".
   std::string text() const;
 };
 
@@ -78,7 +84,7 @@ class FusedChainSpec : public Layer {
   // "conv1.weight", "conv1.bias", ...: the names carry the layers'.
   std::vector<ParamSpec> param_specs() const override;
   std::string param_prefix() const override { return ""; }
-  // The conv steps' multiply-adds, a folded one's 4/9 of the unfolded
+  // The conv and linear steps' multiply-adds, a folded conv's 4/9 of the unfolded
   // convolution's (what runs, conv2d_kernels.h); the first step that writes an
   // input gradient counts one only when input_grad.
   double forward_flops(const Shape& in) const override;
@@ -90,8 +96,8 @@ class FusedChainSpec : public Layer {
   // Step i's input shape for the layer's input `in` (n carried through; a
   // folded conv's input is the low resolution).
   Shape step_input(size_t i, const Shape& in) const;
-  // Whether step i's activation has its backward run in step i's own
-  // backward (from its output), rather than as the mask of step i + 1.
+  // Whether conv or linear step i's activation has its backward run in step
+  // i's own backward (from its output), rather than as the mask of step i + 1.
   bool act_backward_here(size_t i) const;
   // Whether step i is an activation step whose backward step i + 1 runs.
   bool absorbed(size_t i) const;

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/profiler.h"
+#include "layers/fused_spec.h"
 #include "layers/gpu/mlp_step.h"
 #include "model/batches.h"
 
@@ -14,21 +15,61 @@ namespace hpmc {
 
 namespace {
 
-// The linear layers of an MLP of the fused kind, or empty with *why set.
-std::vector<const Layer*> mlp_linears(const Model& model, std::string* why) {
-  std::vector<const Layer*> linears;
-  const auto& layers = model.layers();
+// A linear layer of an MLP of the fused kind: its name and feature counts.
+struct MlpLinear {
+  std::string name;
+  int in = 0, out = 0;
+};
+
+// The linear layers of an MLP of the fused kind, or empty with *why set. A
+// fused layer of the GPU rewrite (model/gpu_rewrite.h: in tf32 and bf16 an
+// MLP is one) counts as the config layers it runs.
+std::vector<MlpLinear> mlp_linears(const Model& model, std::string* why) {
+  struct Item {
+    enum { kLinear, kRelu, kFlatten, kOther } kind;
+    std::string name, type;
+    int in = 0, out = 0;
+  };
+  std::vector<Item> items;
+  for (const LayerPtr& l : model.layers()) {
+    const auto* chain = dynamic_cast<const FusedChainSpec*>(l.get());
+    if (!chain) {
+      const LayerKind kind = l->kind();
+      if (kind == LayerKind::kLinear)
+        items.push_back({Item::kLinear, l->name(), l->type(), l->input_shape().per_sample(),
+                         l->output_shape(l->input_shape()).per_sample()});
+      else
+        items.push_back({kind == LayerKind::kReLU      ? Item::kRelu
+                         : kind == LayerKind::kFlatten ? Item::kFlatten
+                                                       : Item::kOther,
+                         l->name(), l->type()});
+      continue;
+    }
+    for (const ChainStep& s : chain->steps()) {
+      if (s.kind == ChainStep::Kind::kLinear)
+        items.push_back({Item::kLinear, s.owner, "linear", s.linear.in_features,
+                         s.linear.out_features});
+      else if (s.kind != ChainStep::Kind::kAct)
+        items.push_back({Item::kOther, s.layers.front(), s.text()});
+      if (s.kind == ChainStep::Kind::kLinear || s.kind == ChainStep::Kind::kAct) {
+        if (s.act.kind == ActKind::kRelu)
+          items.push_back({Item::kRelu, s.layers.back(), "relu"});
+        else if (!s.act.is_none())
+          items.push_back({Item::kOther, s.layers.back(), activation_text(s.act)});
+      }
+    }
+  }
+  std::vector<MlpLinear> linears;
   size_t i = 0;
-  while (i < layers.size() && layers[i]->kind() == LayerKind::kFlatten) ++i;
+  while (i < items.size() && items[i].kind == Item::kFlatten) ++i;
   bool want_linear = true;
-  for (; i < layers.size(); ++i) {
-    const LayerKind kind = layers[i]->kind();
-    if (want_linear && kind == LayerKind::kLinear) {
-      linears.push_back(layers[i].get());
-    } else if (!want_linear && kind == LayerKind::kReLU) {
+  for (; i < items.size(); ++i) {
+    const Item& it = items[i];
+    if (want_linear && it.kind == Item::kLinear) {
+      linears.push_back({it.name, it.in, it.out});
+    } else if (!want_linear && it.kind == Item::kRelu) {
     } else {
-      *why = str("layer '", layers[i]->name(), "' (", layers[i]->type(),
-                 ") is not part of a linear/relu chain");
+      *why = str("layer '", it.name, "' (", it.type, ") is not part of a linear/relu chain");
       return {};
     }
     want_linear = !want_linear;
@@ -91,9 +132,9 @@ std::string fused_step_refusal(const Model& model, const TrainingConfig& cfg,
   const int L = int(linears.size());
   if (L < 2 || L > gpu::kMlpStepMaxLayers)
     return str(L, " linear layers (the fused step takes 2 to ", gpu::kMlpStepMaxLayers, ")");
-  for (const Layer* l : linears)
-    if (!find_entry(model.params(), l->name() + ".bias"))
-      return str("layer '", l->name(), "' has no bias");
+  for (const MlpLinear& l : linears)
+    if (!find_entry(model.params(), l.name + ".bias"))
+      return str("layer '", l.name, "' has no bias");
   const int classes = model.output_shape().per_sample();
   if (classes > gpu::kMlpStepMaxClasses)
     return str(classes, " classes (the fused step takes at most ", gpu::kMlpStepMaxClasses, ")");
@@ -111,9 +152,7 @@ double fused_step_flops(const Model& model, int batch, int* linear_layers) {
   const auto linears = mlp_linears(model, &why);
   double flops = 0;
   for (size_t i = 0; i < linears.size(); ++i) {
-    const Layer* l = linears[i];
-    const double macs = double(batch) * l->input_shape().per_sample() *
-                        l->output_shape(l->input_shape()).per_sample();
+    const double macs = double(batch) * linears[i].in * linears[i].out;
     flops += 2 * macs * (i == 0 ? 2 : 3);  // the first layer has no input gradient
   }
   if (linear_layers) *linear_layers = int(linears.size());
@@ -152,11 +191,11 @@ FusedStep::FusedStep(Model& model, Optimizer& opt, const TrainingConfig& cfg, in
   float* v = momentum ? momentum->data<float>() : nullptr;
   gpu::MlpStepDesc d;
   d.dims.push_back(model.input_shape().per_sample());
-  for (const Layer* l : linears) {
-    const ParamEntry* w = find_entry(ps, l->name() + ".weight");
-    const ParamEntry* b = find_entry(ps, l->name() + ".bias");
+  for (const MlpLinear& l : linears) {
+    const ParamEntry* w = find_entry(ps, l.name + ".weight");
+    const ParamEntry* b = find_entry(ps, l.name + ".bias");
     HPMC_CHECK(w && b && w->dims.size() == 2 && w->dims[1] == d.dims.back(),
-               "fused step: unexpected parameters of layer '", l->name(), "'");
+               "fused step: unexpected parameters of layer '", l.name, "'");
     d.dims.push_back(w->dims[0]);
     d.w.push_back(p + w->offset);
     d.b.push_back(p + b->offset);

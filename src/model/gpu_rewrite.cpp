@@ -8,6 +8,7 @@
 #include "layers/activation_spec.h"
 #include "layers/gpu/factory.h"
 #include "layers/gpu/implicit_plan.h"
+#include "layers/gpu/linear.h"
 
 namespace hpmc {
 
@@ -24,6 +25,12 @@ RewriteNode rewrite_node(const Layer& layer) {
       n.im2col = layer.device() == Device::kGPU && n.impl == "im2col";
       break;
     }
+    case LayerKind::kLinear:
+      n.role = RewriteNode::Role::kLinear;
+      n.linear = dynamic_cast<const LinearSpec&>(layer).config();
+      n.epilogue = layer.device() == Device::kGPU && n.impl == "im2col" &&
+                   gpu::LinearProducts::has_epilogue(gpu::Family::kIm2col, layer.precision());
+      break;
     case LayerKind::kReLU:
       n.role = RewriteNode::Role::kAct;
       n.act = Activation::relu();
@@ -137,14 +144,18 @@ class Matcher {
     return false;
   }
 
-  // epilogue: activation a into the conv before it (folded or not).
+  // Whether layer i is a linear layer whose products have an epilogue (a
+  // linear layer without one links to nothing, silently: gpu_rewrite.h).
+  bool linear_with_epilogue(int i) const { return is(v_, i, Role::kLinear) && at(i).epilogue; }
+
+  // epilogue: activation a into the conv (folded or not) or linear layer before it.
   bool epilogue(int a) {
-    if (!is(v_, a - 1, Role::kConv)) return false;
+    if (!is(v_, a - 1, Role::kConv) && !linear_with_epilogue(a - 1)) return false;
     const RewriteNode &act = at(a), &conv = at(a - 1);
     const std::string what = str(act.name, " not in the epilogue of ", conv.name);
     std::string why;
     if (hides_features(a - 1, a)) why = features_reason(a - 1);
-    else if (!conv.im2col)
+    else if (conv.role == Role::kConv && !conv.im2col)
       why = str(conv.name, " runs impl ", conv.impl, "; the epilogue is an im2col kernel's");
     else if (act.act.is_none()) why = str(act.name, " has no epilogue form");
     else if (act.act.kind == ActKind::kPrelu)
@@ -157,10 +168,13 @@ class Matcher {
   }
 
   // mask: the backward of activation a in the layer after it (the upsample
-  // folded into a conv counts as that conv).
+  // folded into a conv counts as that conv; a linear layer applies it to its
+  // input gradient).
   bool mask(int a) {
     const int next = a + 1;
-    if (!is(v_, next, Role::kMaxPool) && !is(v_, next, Role::kUpsample)) return false;
+    if (!is(v_, next, Role::kMaxPool) && !is(v_, next, Role::kUpsample) &&
+        !linear_with_epilogue(next))
+      return false;
     const RewriteNode& act = at(a);
     const int owner = fold_[size_t(next)] ? next + 1 : next;  // the layer whose backward runs it
     const std::string what = str(act.name, "'s backward not in ", at(owner).name);
@@ -201,7 +215,7 @@ class Matcher {
             s.kind = ChainStep::Kind::kConv;
             s.layers = {node.name, conv.name};
             s.conv = conv.conv;
-            s.conv_name = conv.name;
+            s.owner = conv.name;
             s.fold = 2;
             ++k;
             break;
@@ -214,7 +228,13 @@ class Matcher {
           s.kind = ChainStep::Kind::kConv;
           s.layers = {node.name};
           s.conv = node.conv;
-          s.conv_name = node.name;
+          s.owner = node.name;
+          break;
+        case Role::kLinear:
+          s.kind = ChainStep::Kind::kLinear;
+          s.layers = {node.name};
+          s.linear = node.linear;
+          s.owner = node.name;
           break;
         case Role::kMaxPool:
           s.kind = ChainStep::Kind::kMaxPool;
@@ -229,8 +249,9 @@ class Matcher {
         case Role::kOther:
           throw RuntimeError(str("GPU rewrite: layer '", node.name, "' linked into a fused layer"));
       }
-      // The activation after a conv step, in its epilogue.
-      if (s.kind == ChainStep::Kind::kConv && k + 1 <= last && epilogue_[size_t(k + 1)]) {
+      // The activation after a conv or linear step, in its epilogue.
+      if ((s.kind == ChainStep::Kind::kConv || s.kind == ChainStep::Kind::kLinear) &&
+          k + 1 <= last && epilogue_[size_t(k + 1)]) {
         s.act = at(k + 1).act;
         s.layers.push_back(at(k + 1).name);
         ++k;

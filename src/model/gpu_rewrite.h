@@ -4,16 +4,18 @@
 // whose kernels do the work between neighbours.
 //
 // Three patterns link neighbouring layers:
-//   epilogue  [conv2d, act]: the activation's forward runs in the epilogue of
-//             the convolution before it (an im2col conv2d, folded or not;
-//             act: relu, leaky_relu with slope ≥ 0, sigmoid, tanh — not
-//             prelu, whose slope gradient needs the input the epilogue does
-//             not keep)
-//   mask      [relu, maxpool2d | upsample2d nearest | upsample2d+conv2d folded]: the
-//             ReLU's backward runs in the backward of the layer after it, as
-//             the mask x > 0 of that layer's input (the ReLU's output); only
-//             where the ReLU's input gradient is needed (a layer with
-//             parameters comes before it), as Model::backward would run it
+//   epilogue  [conv2d | linear, act]: the activation's forward runs in the
+//             epilogue of the convolution or linear layer before it (an
+//             im2col conv2d, folded or not; an im2col linear in tf32 or
+//             bf16, whose products run on the tensor-core engine; act: relu,
+//             leaky_relu with slope ≥ 0, sigmoid, tanh — not prelu, whose
+//             slope gradient needs the input the epilogue does not keep)
+//   mask      [relu, maxpool2d | upsample2d nearest | upsample2d+conv2d folded |
+//             linear (tf32, bf16)]: the ReLU's backward runs in the backward
+//             of the layer after it, as the mask x > 0 of that layer's input
+//             (the ReLU's output); only where the ReLU's input gradient is
+//             needed (a layer with parameters comes before it), as
+//             Model::backward would run it
 //   fold      [upsample2d nearest x2, conv2d]: the upsample runs inside the
 //             convolution after it (training.fold_upsample; im2col, and the
 //             shapes implicit::upconv_applies takes). Unlike the other two,
@@ -44,13 +46,14 @@
 #include "layers/epilogue_act.h"
 #include "layers/fused_spec.h"
 #include "layers/layer.h"
+#include "layers/linear_spec.h"
 #include "layers/pool_spec.h"
 
 namespace hpmc {
 
 // What the pass needs to know of one layer of the plain list.
 struct RewriteNode {
-  enum class Role { kOther, kConv, kAct, kMaxPool, kUpsample };
+  enum class Role { kOther, kConv, kLinear, kAct, kMaxPool, kUpsample };
   Role role = Role::kOther;
   std::string name;
   Shape in;  // per-sample input shape
@@ -58,6 +61,9 @@ struct RewriteNode {
   Conv2dConfig conv;
   bool im2col = false;  // runs the implicit-GEMM kernels (the epilogue and the fold are theirs)
   std::string impl;     // the implementation, for the reasons
+  // kLinear
+  LinearConfig linear;
+  bool epilogue = false;  // its products run on the tensor-core engine (im2col; tf32, bf16)
   // kAct: its epilogue form (relu, leaky_relu(slope), sigmoid, tanh, prelu)
   Activation act;
   // kMaxPool

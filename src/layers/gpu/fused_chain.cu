@@ -46,6 +46,10 @@ FusedChainGPU::FusedChainGPU(std::vector<ChainStep> steps) : LayerGPU(std::move(
   for (const ChainStep& s : steps_) {
     param_at_.push_back(k);
     if (s.kind == Kind::kConv) k += s.conv.bias ? 2 : 1;
+    if (s.kind == Kind::kLinear) k += s.linear.bias ? 2 : 1;
+    linear_.push_back(s.kind == Kind::kLinear
+                          ? std::make_unique<LinearProducts>(s.linear, Family::kIm2col)
+                          : nullptr);
   }
 }
 
@@ -72,10 +76,17 @@ size_t FusedChainGPU::workspace_bytes(const Shape& in) const {
   const Buffers b = layout();
   for (const auto* list : {&b.acts, &b.grads, &b.pre})
     for (const Shape& s : *list) floats += s.count() * size_t(in.n);
-  return floats * sizeof(float);
+  size_t bytes = floats * sizeof(float);
+  for (const auto& l : linear_)
+    if (l) bytes += l->workspace_bytes(in.n, precision());
+  return bytes;
 }
 
-void FusedChainGPU::reserve(int max_batch) { grow(max_batch); }
+void FusedChainGPU::reserve(int max_batch) {
+  grow(max_batch);
+  for (const auto& l : linear_)
+    if (l) l->reserve(max_batch, precision());
+}
 
 void FusedChainGPU::grow(int n) {
   if (n <= capacity_) return;
@@ -115,6 +126,11 @@ void FusedChainGPU::forward_impl(const Tensor& x, Tensor& y) {
         else implicit::conv2d_forward_act(cs, in, w, b, out, s.act);
         break;
       }
+      case Kind::kLinear: {
+        const float* b = s.linear.bias ? param(param_at_[i] + 1) : nullptr;
+        linear_[i]->forward(precision(), n, in, param(param_at_[i]), b, out, s.act);
+        break;
+      }
       case Kind::kMaxPool: maxpool2d_forward(in_shape, s.win, in, out); break;
       case Kind::kUpsample: upsample2d_forward(in_shape, s.scale, in, out); break;
       case Kind::kAct: relu_forward(in, out, in_shape.count()); break;
@@ -138,16 +154,18 @@ void FusedChainGPU::backward_impl(const Tensor& x, const Tensor& y, const Tensor
     const float* out = i == last ? y.data<float>() : acts_[i].data<float>();
     const size_t t = grad_target(i);
     float* target = t > 0 ? grads_[t].data<float>() : dx ? dx->data<float>() : nullptr;
+    // The gradient before the step's epilogue activation, where the step
+    // runs that activation's backward itself (conv and linear steps).
+    const float* gc = g;
+    if (act_backward_here(i)) {
+      float* pre = pre_[i].data<float>();
+      activation_backward_from_output(s.act, out, g, pre,
+                                      chain_step_output(s, in_shape).count());
+      gc = pre;
+    }
     switch (s.kind) {
       case Kind::kConv: {
-        const Shape out_shape = chain_step_output(s, in_shape);
         const Conv2dShape cs = conv_shape_of(s, in_shape);
-        const float* gc = g;
-        if (act_backward_here(i)) {
-          float* pre = pre_[i].data<float>();
-          activation_backward_from_output(s.act, out, g, pre, out_shape.count());
-          gc = pre;
-        }
         const float* w = param(param_at_[i]);
         float* dw = grad(param_at_[i]);
         float* db = s.conv.bias ? grad(param_at_[i] + 1) : nullptr;
@@ -159,6 +177,12 @@ void FusedChainGPU::backward_impl(const Tensor& x, const Tensor& y, const Tensor
           implicit::conv2d_backward_params(cs, in, gc, dw, db);
           if (target) implicit::conv2d_backward_data(cs, gc, w, target);
         }
+        break;
+      }
+      case Kind::kLinear: {
+        float* db = s.linear.bias ? grad(param_at_[i] + 1) : nullptr;
+        linear_[i]->backward(precision(), n, in, gc, param(param_at_[i]), grad(param_at_[i]), db,
+                             target, s.mask_input ? in : nullptr);
         break;
       }
       case Kind::kMaxPool:

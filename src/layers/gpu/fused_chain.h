@@ -5,6 +5,8 @@
 //             conv      implicit::conv2d_forward_act, or implicit::upconv_forward
 //                       when the upsample before it is folded in, with the
 //                       step's activation in the epilogue
+//             linear    LinearProducts::forward with the step's activation
+//                       (the tensor-core engine's epilogue: linear.h)
 //             maxpool   maxpool2d_forward        upsample  upsample2d_forward
 //             act       relu_forward (its output is the next step's input)
 // backward  the steps in reverse, each reading the gradient of its output and
@@ -16,6 +18,9 @@
 //                       conv2d_backward_params / upconv_backward_params, then
 //                       the data gradient (upconv_backward_data with the mask
 //                       of its input when mask_input)
+//             linear    as conv, the activation's backward first, then
+//                       LinearProducts::backward (the ReLU mask of its input
+//                       in the input gradient's epilogue when mask_input)
 //             maxpool   maxpool2d_backward (with the ReLU mask when mask_input)
 //             upsample  upsample2d_backward (likewise)
 //             act       nothing: the step after it wrote its input gradient
@@ -23,21 +28,24 @@
 //           adds its parameter gradients).
 // These are the kernels the separate layers run (simple_kernels.h,
 // conv2d_kernels.h), so a fused layer gives their bits; the fold gives the
-// fold's (conv2d_kernels.h). Conv steps run the im2col family only: the
-// epilogue and the fold are its kernels.
+// fold's (conv2d_kernels.h). Conv and linear steps run the im2col family
+// only: the epilogues and the fold are its kernels.
 //
 // The layer owns the tensors between its steps: the output of every step but
 // the last (the next step's input, read again by backward) and the gradient
 // of every step's input that is not the layer's dx, plus, for a conv step
 // whose activation's backward it runs itself, the gradient before that
-// activation. workspace_bytes counts them; reserve() allocates them for the
-// largest batch, and a pass on a larger batch grows them.
+// activation; and each linear step's packed bf16 operands (linear.h).
+// workspace_bytes counts them; reserve() allocates them for the largest
+// batch, and a pass on a larger batch grows them.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "core/tensor.h"
 #include "layers/fused_spec.h"
+#include "layers/gpu/linear.h"
 
 namespace hpmc::gpu {
 
@@ -67,8 +75,11 @@ class FusedChainGPU : public LayerGPU<FusedChainSpec> {
 
   std::vector<Tensor> acts_, grads_, pre_;
   int capacity_ = 0;  // the batch the tensors hold
-  // Where each conv step's parameters start in param(): weight, then bias.
+  // Where each conv or linear step's parameters start in param(): weight,
+  // then bias.
   std::vector<size_t> param_at_;
+  // Each step's products, for the linear steps (null for the others).
+  std::vector<std::unique_ptr<LinearProducts>> linear_;
 };
 
 }  // namespace hpmc::gpu

@@ -74,6 +74,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "layers/gpu/cp_async.cuh"
+#include "layers/gpu/epilogue_act.cuh"
 #include "layers/gpu/scratch.h"
 
 namespace hpmc::gpu::gemm_large {
@@ -379,7 +380,8 @@ __global__ void __launch_bounds__(C::NT, kBlocksPerSM) gemm_large_kernel(const _
 __global__ void __launch_bounds__(256)
     splitk_sum_kernel(const float* __restrict__ ws, int splits, long long slice, long long ldw,
                       int M, int N, float* __restrict__ c, long long ldc, bool accumulate,
-                      bool vec_c, const float* __restrict__ bias) {
+                      bool vec_c, const float* __restrict__ bias, const __grid_constant__
+                      Activation act, const float* __restrict__ mask, long long ldm) {
   const int n = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
   if (n >= N) return;
   for (int m = blockIdx.y; m < M; m += gridDim.y) {
@@ -397,24 +399,42 @@ __global__ void __launch_bounds__(256)
           if (n + j < N) s[j] += (double)w[z * slice + j];
     }
     float* o = c + m * ldc + n;
+    const bool full = vec_c && n + 3 < N;
+    float r[4];
     if (bias) {  // C = bias + Σ (never with accumulate)
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (n + j < N) o[j] = float((double)bias[n + j] + s[j]);
-    } else if (vec_c && n + 3 < N) {
-      float4 r;
-      if (accumulate) {
-        const float4 old = *reinterpret_cast<const float4*>(o);
-        r = make_float4(float((double)old.x + s[0]), float((double)old.y + s[1]),
-                        float((double)old.z + s[2]), float((double)old.w + s[3]));
+      for (int j = 0; j < 4; ++j) r[j] = n + j < N ? float((double)bias[n + j] + s[j]) : 0.f;
+    } else if (accumulate) {
+      float old[4] = {0.f, 0.f, 0.f, 0.f};
+      if (full) {
+        const float4 v = *reinterpret_cast<const float4*>(o);
+        old[0] = v.x, old[1] = v.y, old[2] = v.z, old[3] = v.w;
       } else {
-        r = make_float4(float(s[0]), float(s[1]), float(s[2]), float(s[3]));
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (n + j < N) old[j] = o[j];
       }
-      *reinterpret_cast<float4*>(o) = r;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) r[j] = float((double)old[j] + s[j]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) r[j] = float(s[j]);
+    }
+    // The epilogue after the rounding (gemm_tc.h's Epilogue): the activation,
+    // then the mask.
+    if (act.kind != ActKind::kNone)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) r[j] = apply_activation(act, r[j], n + j);
+    if (mask)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (n + j < N) r[j] = mask[m * ldm + n + j] > 0.f ? r[j] : 0.f;
+    if (full) {
+      *reinterpret_cast<float4*>(o) = make_float4(r[0], r[1], r[2], r[3]);
     } else {
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        if (n + j < N) o[j] = accumulate ? float((double)o[j] + s[j]) : float(s[j]);
+        if (n + j < N) o[j] = r[j];
     }
   }
 }
@@ -576,14 +596,15 @@ float* splitk_workspace(int splits, int m, int n) {
 }
 
 void splitk_sum(const float* ws, int splits, int m, int n, float* c, int ldc, bool accumulate,
-                const float* bias) {
+                const float* bias, const Activation& act, const float* mask, int ldm) {
   const long long ldw = splitk_ldw(n), slice = ldw * m;
   if (m == 0 || n == 0) return;
   const long long gx = tiles(tiles(n, 4), 256);
   const long long gy = std::max(1ll, std::min<long long>({m, 65535, 4096 / gx}));
   const bool vec_c = aligned16(c) && ldc % 4 == 0;
   splitk_sum_kernel<<<dim3(unsigned(gx), unsigned(gy)), 256>>>(ws, splits, slice, ldw, m, n, c,
-                                                              ldc, accumulate, vec_c, bias);
+                                                              ldc, accumulate, vec_c, bias, act,
+                                                              mask, ldm);
   HPMC_CUDA_LAUNCH_CHECK("gemm split-K sum");
 }
 

@@ -27,6 +27,8 @@
 // of a result do not depend on the GPU.
 #pragma once
 
+#include "layers/epilogue_act.h"
+
 namespace hpmc::gpu::gemm_large {
 
 // Tile configurations: both a 128×128 block tile of 256 threads, 8×8
@@ -69,8 +71,11 @@ long long splitk_ldw(int n);
 float* splitk_workspace(int splits, int m, int n);
 // C[i][j] = (C[i][j] +) Σ_z ws[z·slice + i·ldw + j], z ascending, in double,
 // rounded once (on the default stream, after the slices' kernel); with bias
-// (not with accumulate) bias[j] takes C[i][j]'s place.
+// (not with accumulate) bias[j] takes C[i][j]'s place. Then, as gemm_tc's
+// epilogue: act (epilogue_act.h) on each rounded value, and with a mask
+// (m×n, row stride ldm) C[i][j] = mask[i·ldm + j] > 0 ? C[i][j] : 0.
 void splitk_sum(const float* ws, int splits, int m, int n, float* c, int ldc, bool accumulate,
-                const float* bias = nullptr);
+                const float* bias = nullptr, const Activation& act = {},
+                const float* mask = nullptr, int ldm = 0);
 
 }  // namespace hpmc::gpu::gemm_large

@@ -50,6 +50,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "layers/gpu/cp_async.cuh"
+#include "layers/gpu/epilogue_act.cuh"
 #include "layers/gpu/gemm_large.h"
 #include "layers/gpu/mma.cuh"
 #include "layers/gpu/scratch.h"
@@ -185,35 +186,41 @@ struct Operand {
 };
 
 // C (+)= a warp's accumulators (its 64×32 sub-tile at rows r0…, columns
-// c0…), 16 rows at a time: with accumulate, all of their 16 loads of C are
-// issued before the first store (one load latency per group, not one per
-// element: a k = 64 weight gradient of 8192×784 spent 0.07 ms here with the
-// loads one after another). A lane's two consecutive columns go as one
-// 8-byte access where C allows it (pair: C 8-byte aligned, ldc even). With
-// bias (never with accumulate): C = bias[column] + acc, as a broadcast of
-// the bias followed by an accumulating product would give.
+// c0…), 16 rows at a time, through the epilogue `ep` (gemm_tc.h): with
+// accumulate or a mask, all of a group's 16 loads of C (or of the bias) and
+// of the mask are issued before the first store (one load latency per
+// group, not one per element: a k = 64 weight gradient of 8192×784 spent
+// 0.07 ms here with the loads one after another). A lane's two consecutive
+// columns go as one 8-byte access where C allows it (pair: C 8-byte
+// aligned, ldc even; mpair: the same for the mask).
 __device__ __forceinline__ void store_acc(const float (&acc)[kMmaM][kMmaN][4],
                                           float* __restrict__ C, int ldc, int M, int N, int r0,
                                           int c0, int g, int tq, bool accumulate, bool pair,
-                                          const float* __restrict__ bias = nullptr) {
+                                          const Epilogue& ep, bool mpair) {
 #pragma unroll
   for (int i = 0; i < kMmaM; ++i) {
-    float old[kMmaN][4];
+    float old[kMmaN][4], keep[kMmaN][4];
 #pragma unroll
     for (int j = 0; j < kMmaN; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = r0 + i * 16 + g + 8 * h, col = c0 + j * 8 + 2 * tq;
         const float* o = C + (long long)row * ldc + col;
-        float2 v = make_float2(0.f, 0.f);
-        if (bias) {
-          if (col < N) v.x = bias[col];
-          if (col + 1 < N) v.y = bias[col + 1];
+        float2 v = make_float2(0.f, 0.f), k = make_float2(1.f, 1.f);
+        if (ep.bias) {
+          if (col < N) v.x = ep.bias[col];
+          if (col + 1 < N) v.y = ep.bias[col + 1];
         } else if (accumulate && row < M) {
           if (pair && col + 1 < N) v = *reinterpret_cast<const float2*>(o);
           else if (col < N) v.x = o[0], v.y = col + 1 < N ? o[1] : 0.f;
         }
+        if (ep.mask && row < M) {
+          const float* q = ep.mask + (long long)row * ep.ldm + col;
+          if (mpair && col + 1 < N) k = __ldg(reinterpret_cast<const float2*>(q));
+          else if (col < N) k.x = __ldg(q), k.y = col + 1 < N ? __ldg(q + 1) : 0.f;
+        }
         old[j][2 * h] = v.x, old[j][2 * h + 1] = v.y;
+        keep[j][2 * h] = k.x, keep[j][2 * h + 1] = k.y;
       }
 #pragma unroll
     for (int j = 0; j < kMmaN; ++j)
@@ -222,8 +229,16 @@ __device__ __forceinline__ void store_acc(const float (&acc)[kMmaM][kMmaN][4],
         const int row = r0 + i * 16 + g + 8 * h, col = c0 + j * 8 + 2 * tq;
         if (row >= M) continue;
         float* o = C + (long long)row * ldc + col;
-        const float2 v = make_float2(old[j][2 * h] + acc[i][j][2 * h],
-                                     old[j][2 * h + 1] + acc[i][j][2 * h + 1]);
+        float2 v = make_float2(old[j][2 * h] + acc[i][j][2 * h],
+                               old[j][2 * h + 1] + acc[i][j][2 * h + 1]);
+        if (ep.act.kind != ActKind::kNone) {
+          v.x = apply_activation(ep.act, v.x, col);
+          v.y = apply_activation(ep.act, v.y, col + 1);
+        }
+        if (ep.mask) {
+          v.x = keep[j][2 * h] > 0.f ? v.x : 0.f;
+          v.y = keep[j][2 * h + 1] > 0.f ? v.y : 0.f;
+        }
         if (pair && col + 1 < N) {
           *reinterpret_cast<float2*>(o) = v;
         } else {
@@ -234,6 +249,11 @@ __device__ __forceinline__ void store_acc(const float (&acc)[kMmaM][kMmaN][4],
   }
 }
 
+// Whether the mask's pairs of columns can be read as one 8-byte load.
+bool mask_pairs(const Epilogue& ep) {
+  return ep.mask && ep.ldm % 2 == 0 && (reinterpret_cast<uintptr_t>(ep.mask) & 7u) == 0;
+}
+
 // C[M×N] (= or +=) op(A)·op(B); block (x, y, z) computes rows y·128…, columns
 // x·128… over k-tiles z·tps … z·tps + tps − 1 (all of them without split-K),
 // into C + z·split_stride (the split-K workspace's slice z).
@@ -241,7 +261,8 @@ template <class P, bool TA, bool TB>
 __global__ void __launch_bounds__(kThreads, 2)
     gemm_tc_kernel(int M, int N, int K, const float* __restrict__ A, int lda, bool vec_a,
                    const float* __restrict__ B, int ldb, bool vec_b, float* __restrict__ C,
-                   int ldc, bool accumulate, int tps, long long split_stride) {
+                   int ldc, bool accumulate, int tps, long long split_stride,
+                   const __grid_constant__ Epilogue ep, bool mpair) {
   __shared__ __align__(16) uint32_t smem[2][2][kTileWords];  // [buffer][A, B]
   const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
   C += blockIdx.z * split_stride;
@@ -325,7 +346,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 
   store_acc(acc, C, ldc, M, N, m0 + wm * kWarpM, n0 + wn * kWarpN, g, tq, accumulate,
-            ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(C) & 7u) == 0);
+            ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(C) & 7u) == 0, ep, mpair);
 }
 
 // ---- bf16: packed operands, a cp.async pipeline, ldmatrix -----------------------------
@@ -408,7 +429,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     gemm_bf16_kernel(int M, int N, int K, const uint16_t* __restrict__ A, int lda,
                      const uint16_t* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
                      bool accumulate, int tps, long long split_stride,
-                     const float* __restrict__ bias) {
+                     const __grid_constant__ Epilogue ep, bool mpair) {
   __shared__ __align__(128) unsigned char smem[kStages][2][kTileBytes];  // [stage][A, B]
   const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
   C += blockIdx.z * split_stride;
@@ -474,7 +495,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   copy_wait<0>();
   store_acc(acc, C, ldc, M, N, m0 + wm * kWarpM, n0 + wn * kWarpN, g, tq, accumulate,
-            ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(C) & 7u) == 0, bias);
+            ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(C) & 7u) == 0, ep, mpair);
 }
 
 // dst[r·ldp + c] = bf16(src[r·ld + c]) for c < cols, 0 for cols ≤ c < ldp:
@@ -509,10 +530,11 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 template <class P>
 void launch(bool ta, bool tb, dim3 grid, int m, int n, int k, const float* a, int lda, bool va,
             const float* b, int ldb, bool vb, float* c, int ldc, bool acc, int tps,
-            long long stride) {
+            long long stride, const Epilogue& ep) {
   auto kernel = ta ? (tb ? gemm_tc_kernel<P, true, true> : gemm_tc_kernel<P, true, false>)
                    : (tb ? gemm_tc_kernel<P, false, true> : gemm_tc_kernel<P, false, false>);
-  kernel<<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc, tps, stride);
+  kernel<<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc, tps, stride, ep,
+                             mask_pairs(ep));
 }
 
 // Packs into `buf` (grown as needed).
@@ -549,11 +571,20 @@ struct Plan {
 };
 
 bool plan(Operands p, int m, int n, int k, float* c, int ldc, bool accumulate, int splits,
-          Plan& pl) {
+          const Epilogue& ep, Plan& pl) {
   if (splits < 0 || splits > 65535)
     throw RuntimeError(str("tensor-core gemm (", operands_name(p), "): split count ", splits,
                            " outside [0, 65535]"));
-  if (m == 0 || n == 0 || (k == 0 && accumulate)) return false;
+  if (ep.bias && accumulate)
+    throw RuntimeError(str("tensor-core gemm (", operands_name(p),
+                           "): a bias with accumulate (C += A·B + bias)"));
+  if (ep.act.kind == ActKind::kPrelu)
+    throw RuntimeError(str("tensor-core gemm (", operands_name(p),
+                           "): prelu in the epilogue (its slope gradient needs its input)"));
+  if (ep.mask && ep.ldm < n)
+    throw RuntimeError(str("tensor-core gemm (", operands_name(p), "): mask row stride ", ep.ldm,
+                           " < n=", n));
+  if (m == 0 || n == 0 || (k == 0 && accumulate && ep.is_plain())) return false;
   int dev = 0, major = 0;
   HPMC_CUDA_CHECK(cudaGetDevice(&dev));
   HPMC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -585,10 +616,16 @@ bool plan(Operands p, int m, int n, int k, float* c, int ldc, bool accumulate, i
 }
 
 void finish(const Plan& pl, int m, int n, float* c, int ldc, bool accumulate,
-            const float* bias = nullptr) {
+            const Epilogue& ep) {
   HPMC_CUDA_LAUNCH_CHECK("tensor-core gemm");
   if (pl.grid.z > 1)
-    gemm_large::splitk_sum(pl.out, int(pl.grid.z), m, n, c, ldc, accumulate, bias);
+    gemm_large::splitk_sum(pl.out, int(pl.grid.z), m, n, c, ldc, accumulate, ep.bias, ep.act,
+                           ep.mask, ep.ldm);
+}
+
+// The slices' kernels run no epilogue with split-K: the sum applies it.
+Epilogue slice_epilogue(const Plan& pl, const Epilogue& ep) {
+  return pl.grid.z > 1 ? Epilogue{} : ep;
 }
 
 void check_sizes(Operands p, bool trans_a, bool trans_b, int m, int n, int k, int lda, int ldb,
@@ -606,7 +643,7 @@ void check_sizes(Operands p, bool trans_a, bool trans_b, int m, int n, int k, in
 }
 
 void run_bf16(const Plan& pl, bool trans_a, bool trans_b, int m, int n, int k, const void* a,
-              const void* b, const float* bias = nullptr) {
+              const void* b, const Epilogue& ep) {
   const auto* pa = static_cast<const uint16_t*>(a);
   const auto* pb = static_cast<const uint16_t*>(b);
   const int lpa = packed_ld(trans_a ? m : k), lpb = packed_ld(trans_b ? k : n);
@@ -615,10 +652,10 @@ void run_bf16(const Plan& pl, bool trans_a, bool trans_b, int m, int n, int k, c
   const int ldo = pl.ldo, t = pl.tps;
   const long long st = pl.stride;
   const bool acc = pl.acc;
-  const float* bs = pl.grid.z > 1 ? nullptr : bias;  // with split-K the sum adds it
+  const Epilogue e = slice_epilogue(pl, ep);
   auto kernel = trans_a ? (trans_b ? gemm_bf16_kernel<true, true> : gemm_bf16_kernel<true, false>)
                         : (trans_b ? gemm_bf16_kernel<false, true> : gemm_bf16_kernel<false, false>);
-  kernel<<<g, kThreads>>>(m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st, bs);
+  kernel<<<g, kThreads>>>(m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st, e, mask_pairs(e));
 }
 
 }  // namespace
@@ -640,35 +677,35 @@ void pack_bf16(const float* src, int rows, int cols, int ld, void* dst) {
 }
 
 void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, const void* a, const void* b,
-               float* c, int ldc, bool accumulate, int splits, const float* bias) {
+               float* c, int ldc, bool accumulate, int splits, const Epilogue& ep) {
   check_sizes(Operands::kBf16, trans_a, trans_b, m, n, k, trans_a ? m : k, trans_b ? k : n, ldc);
-  if (bias && accumulate)
-    throw RuntimeError("tensor-core gemm (bf16): a bias with accumulate (C += A·B + bias)");
   Plan pl;
-  if (!plan(Operands::kBf16, m, n, k, c, ldc, accumulate, splits, pl)) return;
-  run_bf16(pl, trans_a, trans_b, m, n, k, a, b, bias);
-  finish(pl, m, n, c, ldc, accumulate, bias);
+  if (!plan(Operands::kBf16, m, n, k, c, ldc, accumulate, splits, ep, pl)) return;
+  run_bf16(pl, trans_a, trans_b, m, n, k, a, b, ep);
+  finish(pl, m, n, c, ldc, accumulate, ep);
 }
 
 void gemm(Operands p, bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
-          const float* b, int ldb, float* c, int ldc, bool accumulate, int splits) {
+          const float* b, int ldb, float* c, int ldc, bool accumulate, int splits,
+          const Epilogue& ep) {
   check_sizes(p, trans_a, trans_b, m, n, k, lda, ldb, ldc);
   Plan pl;
-  if (!plan(p, m, n, k, c, ldc, accumulate, splits, pl)) return;
+  if (!plan(p, m, n, k, c, ldc, accumulate, splits, ep, pl)) return;
+  const Epilogue e = slice_epilogue(pl, ep);
   if (p == Operands::kTf32) {
     const bool va = aligned16(a) && lda % 4 == 0, vb = aligned16(b) && ldb % 4 == 0;
     launch<Tf32>(trans_a, trans_b, pl.grid, m, n, k, a, lda, va, b, ldb, vb, pl.out, pl.ldo,
-                 pl.acc, pl.tps, pl.stride);
+                 pl.acc, pl.tps, pl.stride, e);
   } else if (!packs(m, n, k)) {
     const bool va = aligned16(a) && lda % 4 == 0, vb = aligned16(b) && ldb % 4 == 0;
     launch<Bf16>(trans_a, trans_b, pl.grid, m, n, k, a, lda, va, b, ldb, vb, pl.out, pl.ldo,
-                 pl.acc, pl.tps, pl.stride);
+                 pl.acc, pl.tps, pl.stride, e);
   } else {
     const void* pa = pack_into(packed(0), a, trans_a ? k : m, trans_a ? m : k, lda);
     const void* pb = pack_into(packed(1), b, trans_b ? n : k, trans_b ? k : n, ldb);
-    run_bf16(pl, trans_a, trans_b, m, n, k, pa, pb);
+    run_bf16(pl, trans_a, trans_b, m, n, k, pa, pb, ep);
   }
-  finish(pl, m, n, c, ldc, accumulate);
+  finish(pl, m, n, c, ldc, accumulate, ep);
 }
 
 }  // namespace hpmc::gpu::gemm_tc

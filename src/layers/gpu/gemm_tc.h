@@ -46,10 +46,32 @@
 
 #include <cstddef>
 
+#include "layers/epilogue_act.h"
+
 namespace hpmc::gpu::gemm_tc {
 
 enum class Operands { kTf32, kBf16 };
 const char* operands_name(Operands p);  // "tf32", "bf16"
+
+// What the epilogue does to each value it writes, in this order (the float
+// operations of the separate kernels it replaces, so the same bits):
+//   v = acc + (bias ? bias[j] : accumulate ? C[i][j] : 0)
+//       (the bias broadcast first and the product accumulated onto it)
+//   v = act(v)                                   (epilogue_act.h; the
+//       activation layer's forward)
+//   v = mask[i·ldm + j] > 0 ? v : 0              (the ReLU's backward, whose
+//       output `mask` is: relu_backward(mask, v))
+// With split-K the sum of the slices does the same after rounding to FP32.
+// A bias does not go with accumulate. The Linear layers run their bias and
+// the activation after them here (forward) and the ReLU before them
+// (input gradient): layers/gpu/linear.h.
+struct Epilogue {
+  const float* bias = nullptr;  // n values
+  Activation act;               // not prelu
+  const float* mask = nullptr;  // m×n, row stride ldm (≥ n)
+  int ldm = 0;
+  bool is_plain() const { return !bias && act.is_none() && !mask; }
+};
 
 // op(A) is m×k: A[i·lda + l], or A[l·lda + i] with trans_a; op(B) is k×n:
 // B[l·ldb + j], or B[j·ldb + l] with trans_b. Any m, n, k ≥ 0 (each < 2^30)
@@ -57,9 +79,12 @@ const char* operands_name(Operands p);  // "tf32", "bf16"
 // pointer is 16-byte aligned and its ld % 4 == 0, 4-byte loads otherwise.
 // k = 0 writes zeros (or leaves C as it is with accumulate). splits: 0
 // chooses splits_for(), else that many slices (at most one a k-tile; tests,
-// benchmarks). Throws RuntimeError for bad sizes (one line with the numbers).
+// benchmarks). `ep`: the epilogue (above; k = 0 writes ep applied to the
+// bias or zeros). Throws RuntimeError for bad sizes, a bias with accumulate
+// or a prelu (one line with the numbers).
 void gemm(Operands p, bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
-          const float* b, int ldb, float* c, int ldc, bool accumulate, int splits = 0);
+          const float* b, int ldb, float* c, int ldc, bool accumulate, int splits = 0,
+          const Epilogue& ep = {});
 
 // The split-K slice count gemm() chooses for the shape (pure host code).
 int splits_for(Operands p, long long m, long long n, long long k);
@@ -85,10 +110,9 @@ size_t packed_bytes(int rows, int cols);  // rows · packed_ld(cols) · 2
 void pack_bf16(const float* src, int rows, int cols, int ld, void* dst);
 // C (= or +=) op(A)·op(B) as gemm(kBf16, …) with A and B packed (op(A)'s
 // storage is trans_a ? k×m : m×k, op(B)'s trans_b ? n×k : k×n; their
-// leading dimensions packed_ld of their column counts). bias (n values; not
-// with accumulate): C = op(A)·op(B) + bias in every row, in the epilogue —
-// the bits of writing the bias first and accumulating the product.
+// leading dimensions packed_ld of their column counts), with the epilogue
+// `ep` (above: a bias, an activation, a mask).
 void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, const void* a, const void* b,
-               float* c, int ldc, bool accumulate, int splits = 0, const float* bias = nullptr);
+               float* c, int ldc, bool accumulate, int splits = 0, const Epilogue& ep = {});
 
 }  // namespace hpmc::gpu::gemm_tc

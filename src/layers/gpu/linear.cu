@@ -1,10 +1,12 @@
-// linear.cu — LinearGPU: the family's gemm for the three products, plus two
-// small kernels of its own for the bias.
+// linear.cu — LinearProducts and LinearGPU (linear.h): the family's gemm (or
+// the tensor-core engine with its epilogue) for the three products, plus
+// small kernels of its own for the bias and, without an epilogue, the mask.
 #include <cuda_runtime.h>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "layers/gpu/conv2d_kernels.h"
+#include "layers/gpu/epilogue_act.cuh"
 #include "layers/gpu/gemm_tc.h"
 #include "layers/gpu/linear.h"
 
@@ -57,24 +59,36 @@ GemmFn gemm_of(Family f) {
   throw RuntimeError(str("linear: unknown kernel family ", int(f)));
 }
 
+// v[i] = mask[i] > 0 ? v[i] : 0: the ReLU's backward (relu_backward's
+// operation) in place, where no epilogue applies the mask.
+__global__ void mask_kernel(const float* __restrict__ mask, float* v, size_t n) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    v[i] = mask[i] > 0.0f ? v[i] : 0.0f;
+}
+
+gemm_tc::Operands operands_of(Precision p) {
+  return p == Precision::kTf32 ? gemm_tc::Operands::kTf32 : gemm_tc::Operands::kBf16;
+}
+
 }  // namespace
 
-bool LinearGPU::packed_path(int n) const {
-  return family_ == Family::kIm2col && precision() == Precision::kBf16 &&
+bool LinearProducts::packed_path(Precision p, int n) const {
+  return family_ == Family::kIm2col && p == Precision::kBf16 &&
          gemm_tc::packs(n, cfg_.out_features, cfg_.in_features);
 }
 
-size_t LinearGPU::workspace_bytes(const Shape& in) const {
-  if (!packed_path(in.n)) return 0;
-  const int n = in.n, i = cfg_.in_features, o = cfg_.out_features;
+size_t LinearProducts::workspace_bytes(int n, Precision p) const {
+  if (!packed_path(p, n)) return 0;
+  const int i = cfg_.in_features, o = cfg_.out_features;
   return gemm_tc::packed_bytes(n, i) + gemm_tc::packed_bytes(o, i) + gemm_tc::packed_bytes(n, o);
 }
 
-void LinearGPU::reserve(int max_batch) {
-  if (packed_path(max_batch)) grow_packed(max_batch);
+void LinearProducts::reserve(int max_batch, Precision p) {
+  if (packed_path(p, max_batch)) grow_packed(max_batch);
 }
 
-void LinearGPU::grow_packed(int n) {
+void LinearProducts::grow_packed(int n) {
   const auto floats = [](size_t bytes) { return Shape(1, int((bytes + 3) / 4), 1, 1); };
   const int i = cfg_.in_features, o = cfg_.out_features;
   if (!wp_.defined())
@@ -87,63 +101,104 @@ void LinearGPU::grow_packed(int n) {
   xp_source_ = nullptr;
 }
 
-void LinearGPU::forward_impl(const Tensor& x, Tensor& y) {
-  const int n = x.shape().n, in = cfg_.in_features, out = cfg_.out_features;
-  float* yp = y.data<float>();
+void LinearProducts::forward(Precision p, int n, const float* x, const float* w, const float* b,
+                             float* y, const Activation& act) {
+  const int in = cfg_.in_features, out = cfg_.out_features;
   if (n == 0) return;
-  // y [n, out] = b + x [n, in] · Wᵀ   (W is [out, in])
-  if (packed_path(n)) {  // the bias in the product's epilogue
+  HPMC_CHECK(act.kind != ActKind::kPrelu, "linear: prelu after a linear layer is not fused");
+  // y [n, out] = act(b + x [n, in] · Wᵀ)   (W is [out, in])
+  gemm_tc::Epilogue ep;
+  ep.bias = b;
+  ep.act = act;
+  if (packed_path(p, n)) {
     grow_packed(n);
-    gemm_tc::pack_bf16(x.data<float>(), n, in, in, xp_.data<float>());
-    gemm_tc::pack_bf16(param(0), out, in, in, wp_.data<float>());
-    xp_source_ = x.data<float>();
-    gemm_tc::gemm_bf16(false, true, n, out, in, xp_.data<float>(), wp_.data<float>(), yp, out,
-                       false, 0, cfg_.bias ? param(1) : nullptr);
+    gemm_tc::pack_bf16(x, n, in, in, xp_.data<float>());
+    gemm_tc::pack_bf16(w, out, in, in, wp_.data<float>());
+    xp_source_ = x;
+    gemm_tc::gemm_bf16(false, true, n, out, in, xp_.data<float>(), wp_.data<float>(), y, out,
+                       false, 0, ep);
     return;
   }
   xp_source_ = nullptr;
-  if (cfg_.bias) {
-    broadcast_bias_kernel<<<grid_for(size_t(n) * out), kBlock>>>(n, out, param(1), yp);
+  if (has_epilogue(family_, p)) {
+    gemm_tc::gemm(operands_of(p), false, true, n, out, in, x, in, w, in, y, out, false, 0, ep);
+    return;
+  }
+  if (b) {
+    broadcast_bias_kernel<<<grid_for(size_t(n) * out), kBlock>>>(n, out, b, y);
     HPMC_CUDA_LAUNCH_CHECK("linear bias broadcast");
   }
-  gemm_of(family_)(false, true, n, out, in, x.data<float>(), in, param(0), in, yp, out,
-                   cfg_.bias);
+  gemm_of(family_)(false, true, n, out, in, x, in, w, in, y, out, b != nullptr);
+  if (!act.is_none()) {
+    const size_t count = size_t(n) * out;
+    act_inplace_kernel<<<grid_for(count), kBlock>>>(y, (long long)count, 1, out, act);
+    HPMC_CUDA_LAUNCH_CHECK("linear activation");
+  }
 }
 
-void LinearGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Tensor* dx) {
-  const int n = x.shape().n, in = cfg_.in_features, out = cfg_.out_features;
+void LinearProducts::backward(Precision p, int n, const float* x, const float* dy,
+                              const float* w, float* dw, float* db, float* dx,
+                              const float* mask) {
+  const int in = cfg_.in_features, out = cfg_.out_features;
   if (n == 0) return;
-  const float* dyp = dy.data<float>();
-  const bool packed = packed_path(n);
+  const bool packed = packed_path(p, n);
   if (packed) {
     // x as forward packed it (the same tensor: a backward without that
     // forward, or on another x, packs it again), W unchanged since forward.
     grow_packed(n);
-    if (xp_source_ != x.data<float>()) {
-      gemm_tc::pack_bf16(x.data<float>(), n, in, in, xp_.data<float>());
-      gemm_tc::pack_bf16(param(0), out, in, in, wp_.data<float>());
-      xp_source_ = x.data<float>();
+    if (xp_source_ != x) {
+      gemm_tc::pack_bf16(x, n, in, in, xp_.data<float>());
+      gemm_tc::pack_bf16(w, out, in, in, wp_.data<float>());
+      xp_source_ = x;
     }
-    gemm_tc::pack_bf16(dyp, n, out, out, dyp_.data<float>());
+    gemm_tc::pack_bf16(dy, n, out, out, dyp_.data<float>());
     // dW [out, in] += dYᵀ · X   (dY is [n, out], X is [n, in])
-    gemm_tc::gemm_bf16(true, false, out, in, n, dyp_.data<float>(), xp_.data<float>(), grad(0),
-                       in, true);
+    gemm_tc::gemm_bf16(true, false, out, in, n, dyp_.data<float>(), xp_.data<float>(), dw, in,
+                       true);
   } else {
-    gemm_of(family_)(true, false, out, in, n, dyp, out, x.data<float>(), in, grad(0), in, true);
+    gemm_of(family_)(true, false, out, in, n, dy, out, x, in, dw, in, true);
   }
-  if (cfg_.bias) {
+  if (db) {
     bias_grad_kernel<<<unsigned((out + kBiasCols - 1) / kBiasCols), dim3(kBiasCols, kBiasRows)>>>(
-        n, out, dyp, grad(1));
+        n, out, dy, db);
     HPMC_CUDA_LAUNCH_CHECK("linear bias gradient");
   }
-  // dX [n, in] = dY · W
+  // dX [n, in] = dY · W   (masked)
   if (!dx) return;
-  if (packed)
-    gemm_tc::gemm_bf16(false, false, n, in, out, dyp_.data<float>(), wp_.data<float>(),
-                       dx->data<float>(), in, false);
-  else
-    gemm_of(family_)(false, false, n, in, out, dyp, out, param(0), in, dx->data<float>(), in,
-                     false);
+  gemm_tc::Epilogue ep;
+  ep.mask = mask;
+  ep.ldm = in;
+  if (packed) {
+    gemm_tc::gemm_bf16(false, false, n, in, out, dyp_.data<float>(), wp_.data<float>(), dx, in,
+                       false, 0, ep);
+    return;
+  }
+  if (has_epilogue(family_, p)) {
+    gemm_tc::gemm(operands_of(p), false, false, n, in, out, dy, out, w, in, dx, in, false, 0, ep);
+    return;
+  }
+  gemm_of(family_)(false, false, n, in, out, dy, out, w, in, dx, in, false);
+  if (mask) {
+    const size_t count = size_t(n) * in;
+    mask_kernel<<<grid_for(count), kBlock>>>(mask, dx, count);
+    HPMC_CUDA_LAUNCH_CHECK("linear input-gradient mask");
+  }
+}
+
+size_t LinearGPU::workspace_bytes(const Shape& in) const {
+  return products_.workspace_bytes(in.n, precision());
+}
+
+void LinearGPU::reserve(int max_batch) { products_.reserve(max_batch, precision()); }
+
+void LinearGPU::forward_impl(const Tensor& x, Tensor& y) {
+  products_.forward(precision(), x.shape().n, x.data<float>(), param(0),
+                    cfg_.bias ? param(1) : nullptr, y.data<float>());
+}
+
+void LinearGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Tensor* dx) {
+  products_.backward(precision(), x.shape().n, x.data<float>(), dy.data<float>(), param(0),
+                     grad(0), cfg_.bias ? grad(1) : nullptr, dx ? dx->data<float>() : nullptr);
 }
 
 HPMC_REGISTER_GPU(Linear)
