@@ -253,8 +253,9 @@ TEST(GpuFusedLayers, ConvReluPoolIsBitExact) {
 // batch whose products run on packed bf16 operands (a 520->512 layer at
 // batch 513) with split-K weight gradients. A ReLU at the start (its forward
 // kernel, its backward the mask of fc1), an activation whose backward is not
-// a mask (tanh: its backward kernel from the output), and a linear layer at
-// the end with nothing after it. In fp32 a linear layer links to nothing.
+// a mask (leaky_relu: its backward kernel from the output), one the linear
+// epilogue does not take (sigmoid), and a linear layer at the end with
+// nothing after it. In fp32 a linear layer links to nothing.
 TEST(GpuFusedLayers, LinearChainsAreBitExact) {
   HPMC_REQUIRE_GPU();
   uint64_t seed = 700;
@@ -277,16 +278,77 @@ TEST(GpuFusedLayers, LinearChainsAreBitExact) {
     ASSERT_EQ(run_list(wide->fused), "fc1+relu1+fc2+relu2+fc3");
     compare(*wide, 513, seed++, true);
 
-    auto lead = build({{"relu0", "relu", ""}, lin("fc1", 33), {"tanh1", "tanh", ""},
-                       lin("fc2", 9), {"sig2", "sigmoid", ""}},
+    auto lead = build({{"relu0", "relu", ""}, lin("fc1", 33),
+                       {"lrelu1", "leaky_relu", "{negative_slope: 0.1}"}, lin("fc2", 9),
+                       {"sig2", "sigmoid", ""}},
                       Shape(1, 19, 1, 1), true, -1, prec);
-    ASSERT_EQ(run_list(lead->fused), "relu0+fc1+tanh1 fc2+sig2");
-    EXPECT_EQ(lead->plan.declined.size(), 1u);  // tanh1's backward is not a mask
+    ASSERT_EQ(run_list(lead->fused), "relu0+fc1+lrelu1 fc2 sig2");
+    // lrelu1's backward is not a mask; sigmoid is not in a linear epilogue
+    EXPECT_EQ(lead->plan.declined.size(), 2u);
     for (int n : {1, 3}) compare(*lead, n, seed++, true);
   }
   auto fp32 = build({lin("fc1", 45), {"relu1", "relu", ""}, lin("fc2", 5)}, Shape(1, 37, 1, 1));
   EXPECT_EQ(run_list(fp32->fused), "fc1 relu1 fc2");
   EXPECT_TRUE(fp32->plan.declined.empty());
+}
+
+// Linear steps built by hand where the rewrite would not make them: an
+// activation the epilogue does not take (sigmoid, tanh: a pass of its own
+// after the products), and fp32, whose products have no epilogue (the bias
+// broadcast, the activation and the mask as passes of their own). Bit for
+// bit the plain layers again.
+TEST(GpuFusedLayers, LinearStepsWithoutTheEpilogue) {
+  HPMC_REQUIRE_GPU();
+  const auto step = [](const char* name, int in, int out, const Activation& a, bool mask,
+                       std::vector<std::string> layers) {
+    ChainStep s;
+    s.kind = ChainStep::Kind::kLinear;
+    s.linear = LinearConfig{in, out, true};
+    s.owner = name;
+    s.layers = std::move(layers);
+    s.act = a;
+    s.mask_input = mask;
+    return s;
+  };
+  struct Case {
+    Precision prec;
+    Activation a;
+    const char* act_type;
+  };
+  const Case cases[] = {{Precision::kBf16, Activation::sigmoid(), "sigmoid"},
+                        {Precision::kTf32, Activation::tanh(), "tanh"},
+                        {Precision::kFp32, Activation::leaky_relu(0.2f), "leaky_relu"}};
+  uint64_t seed = 750;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(str(precision_name(c.prec), " ", c.act_type));
+    const Shape in(1, 21, 1, 1);
+    // [relu0, fc1, act1, fc2]: relu0's backward as fc1's mask, act1 after fc1.
+    std::vector<ChainStep> steps = {
+        ChainStep{}, step("fc1", 21, 17, c.a, true, {"fc1", "act1"}),
+        step("fc2", 17, 6, Activation::none(), false, {"fc2"})};
+    steps[0].kind = ChainStep::Kind::kAct;
+    steps[0].act = Activation::relu();
+    steps[0].layers = {"relu0"};
+    auto p = std::make_unique<Pair>();
+    Shape cur = in;
+    const std::string act_keys = c.a.kind == ActKind::kLeakyRelu ? "{negative_slope: 0.2}" : "";
+    for (const Spec& sp : {Spec{"relu0", "relu", ""}, Spec{"fc1", "linear", "{out_features: 17}"},
+                           Spec{"act1", c.act_type, act_keys},
+                           Spec{"fc2", "linear", "{out_features: 6}"}}) {
+      p->plain.push_back(make_layer(sp.type, sp.keys, Impl::kIm2col, cur, sp.name));
+      p->plain.back()->set_precision(c.prec);
+      cur = p->plain.back()->output_shape(cur);
+    }
+    LayerPtr fused = gpu::make_fused_layer(steps);
+    fused->set_input_shape(in);
+    fused->set_precision(c.prec);
+    p->fused = {fused};
+    p->pp.build(p->plain, Device::kGPU);
+    p->pf.build(p->fused, Device::kGPU);
+    p->pp.init(5);
+    p->pf.params().copy_from(p->pp.params());
+    for (int n : {1, 3, 40}) compare(*p, n, seed++, true);
+  }
 }
 
 // [conv2d, relu] with nothing after it to take the ReLU's backward: the

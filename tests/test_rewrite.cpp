@@ -341,22 +341,28 @@ TEST(GpuRewrite, NoMaskBeforeTheFirstTrainedLayer) {
                             "backward never runs\n");
 }
 
-// Linear layers: the epilogue takes the activations a conv's does; only a
-// ReLU's backward is a mask; no mask before the first trained layer; a
+// Linear layers: the epilogue takes relu and leaky_relu (sigmoid and tanh
+// stay layers of their own); only a ReLU's backward is a mask; no mask before the first trained layer; a
 // linear layer without an epilogue (fp32) links to nothing and says nothing;
 // a conv's ReLU before a linear layer masks it too.
 TEST(GpuRewrite, LinearLayersLinkWhereTheirProductsHaveAnEpilogue) {
   {
-    const std::vector<RewriteNode> nodes = {act("r0"), linear("fc1", 8, 9), act("t1", Activation::tanh()),
-                                            linear("fc2", 9, 4), act("p2", Activation::prelu(nullptr))};
+    const std::vector<RewriteNode> nodes = {
+        act("r0"), linear("fc1", 8, 9), act("l1", Activation::leaky_relu(0.1f)),
+        linear("fc2", 9, 4), act("t2", Activation::tanh()), linear("fc3", 4, 4),
+        act("p3", Activation::prelu(nullptr))};
     const RewritePlan plan = plan_of(nodes, /*first_trained=*/1);
-    EXPECT_EQ(groups(plan, nodes), "[r0] [fc1 t1] [fc2] [p2]");
-    EXPECT_EQ(steps(plan), "linear 8->9 + tanh\n");
+    EXPECT_EQ(groups(plan, nodes), "[r0] [fc1 l1] [fc2] [t2] [fc3] [p3]");
+    EXPECT_EQ(steps(plan), "linear 8->9 + leaky_relu(0.1)\n");
     EXPECT_EQ(declined(plan),
               "r0's backward not in fc1: no layer before r0 has parameters, so its backward never "
               "runs\n"
-              "t1's backward not in fc2: tanh's backward is not a mask (only relu's is)\n"
-              "p2 not in the epilogue of fc2: prelu's slope gradient needs its input, which the "
+              "l1's backward not in fc2: leaky_relu(0.1)'s backward is not a mask (only relu's "
+              "is)\n"
+              "t2 not in the epilogue of fc2: the linear products' epilogue takes relu and "
+              "leaky_relu, not tanh\n"
+              "t2's backward not in fc3: tanh's backward is not a mask (only relu's is)\n"
+              "p3 not in the epilogue of fc3: prelu's slope gradient needs its input, which the "
               "epilogue does not keep\n");
   }
   {

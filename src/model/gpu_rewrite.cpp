@@ -160,6 +160,9 @@ class Matcher {
     else if (act.act.is_none()) why = str(act.name, " has no epilogue form");
     else if (act.act.kind == ActKind::kPrelu)
       why = "prelu's slope gradient needs its input, which the epilogue does not keep";
+    else if (conv.role == Role::kLinear && !gpu::LinearProducts::epilogue_takes(act.act))
+      why = str("the linear products' epilogue takes relu and leaky_relu, not ",
+                activation_text(act.act));
     else if (act.act.kind == ActKind::kLeakyRelu && !(act.act.slope >= 0))
       why = "leaky_relu with a negative slope: its backward needs its input";
     if (why.empty()) return true;

@@ -8,8 +8,9 @@
 //             epilogue of the convolution or linear layer before it (an
 //             im2col conv2d, folded or not; an im2col linear in tf32 or
 //             bf16, whose products run on the tensor-core engine; act: relu,
-//             leaky_relu with slope ≥ 0, sigmoid, tanh — not prelu, whose
-//             slope gradient needs the input the epilogue does not keep)
+//             leaky_relu with slope ≥ 0, and after a conv also sigmoid and
+//             tanh — not prelu, whose slope gradient needs the input the
+//             epilogue does not keep)
 //   mask      [relu, maxpool2d | upsample2d nearest | upsample2d+conv2d folded |
 //             linear (tf32, bf16)]: the ReLU's backward runs in the backward
 //             of the layer after it, as the mask x > 0 of that layer's input

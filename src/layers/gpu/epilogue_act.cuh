@@ -30,6 +30,16 @@ __device__ __forceinline__ float apply_activation(const Activation& a, float v, 
   return v;
 }
 
+// relu and leaky_relu alone (none passes v): a compare and at most one
+// multiply, for the GEMM epilogues (gemm_tc.h), whose unrolled stores must
+// not carry the other kinds' exp and tanh (with them inlined there, the
+// tensor-core GEMM's small products ran twice as long).
+__device__ __forceinline__ float apply_relu_family(const Activation& a, float v) {
+  if (a.kind == ActKind::kRelu) return act_forward<Act::kRelu>(v);
+  if (a.kind == ActKind::kLeakyRelu) return act_forward<Act::kLeakyRelu>(v, a.slope);
+  return v;
+}
+
 namespace {  // each .cu that includes this header gets its own copy of the kernel
 
 // y[i] = act(y[i]) over an NCHW tensor of `count` elements with planes of

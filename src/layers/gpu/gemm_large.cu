@@ -424,7 +424,7 @@ __global__ void __launch_bounds__(256)
     // then the mask.
     if (act.kind != ActKind::kNone)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) r[j] = apply_activation(act, r[j], n + j);
+      for (int j = 0; j < 4; ++j) r[j] = apply_relu_family(act, r[j]);
     if (mask)
 #pragma unroll
       for (int j = 0; j < 4; ++j)

@@ -72,7 +72,7 @@ float* splitk_workspace(int splits, int m, int n);
 // C[i][j] = (C[i][j] +) Σ_z ws[z·slice + i·ldw + j], z ascending, in double,
 // rounded once (on the default stream, after the slices' kernel); with bias
 // (not with accumulate) bias[j] takes C[i][j]'s place. Then, as gemm_tc's
-// epilogue: act (epilogue_act.h) on each rounded value, and with a mask
+// epilogue: act (relu or leaky_relu; none) on each rounded value, and with a mask
 // (m×n, row stride ldm) C[i][j] = mask[i·ldm + j] > 0 ? C[i][j] : 0.
 void splitk_sum(const float* ws, int splits, int m, int n, float* c, int ldc, bool accumulate,
                 const float* bias = nullptr, const Activation& act = {},

@@ -192,7 +192,10 @@ struct Operand {
 // group, not one per element: a k = 64 weight gradient of 8192×784 spent
 // 0.07 ms here with the loads one after another). A lane's two consecutive
 // columns go as one 8-byte access where C allows it (pair: C 8-byte
-// aligned, ldc even; mpair: the same for the mask).
+// aligned, ldc even; mpair: the same for the mask). EPI: the epilogue's
+// activation and mask apply (an instantiation of its own, so that the plain
+// stores stay as they were); else only its bias.
+template <bool EPI>
 __device__ __forceinline__ void store_acc(const float (&acc)[kMmaM][kMmaN][4],
                                           float* __restrict__ C, int ldc, int M, int N, int r0,
                                           int c0, int g, int tq, bool accumulate, bool pair,
@@ -214,7 +217,7 @@ __device__ __forceinline__ void store_acc(const float (&acc)[kMmaM][kMmaN][4],
           if (pair && col + 1 < N) v = *reinterpret_cast<const float2*>(o);
           else if (col < N) v.x = o[0], v.y = col + 1 < N ? o[1] : 0.f;
         }
-        if (ep.mask && row < M) {
+        if (EPI && ep.mask && row < M) {
           const float* q = ep.mask + (long long)row * ep.ldm + col;
           if (mpair && col + 1 < N) k = __ldg(reinterpret_cast<const float2*>(q));
           else if (col < N) k.x = __ldg(q), k.y = col + 1 < N ? __ldg(q + 1) : 0.f;
@@ -231,13 +234,13 @@ __device__ __forceinline__ void store_acc(const float (&acc)[kMmaM][kMmaN][4],
         float* o = C + (long long)row * ldc + col;
         float2 v = make_float2(old[j][2 * h] + acc[i][j][2 * h],
                                old[j][2 * h + 1] + acc[i][j][2 * h + 1]);
-        if (ep.act.kind != ActKind::kNone) {
-          v.x = apply_activation(ep.act, v.x, col);
-          v.y = apply_activation(ep.act, v.y, col + 1);
-        }
-        if (ep.mask) {
-          v.x = keep[j][2 * h] > 0.f ? v.x : 0.f;
-          v.y = keep[j][2 * h + 1] > 0.f ? v.y : 0.f;
+        if constexpr (EPI) {
+          v.x = apply_relu_family(ep.act, v.x);
+          v.y = apply_relu_family(ep.act, v.y);
+          if (ep.mask) {
+            v.x = keep[j][2 * h] > 0.f ? v.x : 0.f;
+            v.y = keep[j][2 * h + 1] > 0.f ? v.y : 0.f;
+          }
         }
         if (pair && col + 1 < N) {
           *reinterpret_cast<float2*>(o) = v;
@@ -257,7 +260,7 @@ bool mask_pairs(const Epilogue& ep) {
 // C[M×N] (= or +=) op(A)·op(B); block (x, y, z) computes rows y·128…, columns
 // x·128… over k-tiles z·tps … z·tps + tps − 1 (all of them without split-K),
 // into C + z·split_stride (the split-K workspace's slice z).
-template <class P, bool TA, bool TB>
+template <class P, bool TA, bool TB, bool EPI>
 __global__ void __launch_bounds__(kThreads, 2)
     gemm_tc_kernel(int M, int N, int K, const float* __restrict__ A, int lda, bool vec_a,
                    const float* __restrict__ B, int ldb, bool vec_b, float* __restrict__ C,
@@ -345,8 +348,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     __syncthreads();
   }
 
-  store_acc(acc, C, ldc, M, N, m0 + wm * kWarpM, n0 + wn * kWarpN, g, tq, accumulate,
-            ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(C) & 7u) == 0, ep, mpair);
+  store_acc<EPI>(acc, C, ldc, M, N, m0 + wm * kWarpM, n0 + wn * kWarpN, g, tq, accumulate,
+                 ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(C) & 7u) == 0, ep, mpair);
 }
 
 // ---- bf16: packed operands, a cp.async pipeline, ldmatrix -----------------------------
@@ -424,7 +427,7 @@ __device__ __forceinline__ void load_tile(unsigned char* s, const uint16_t* __re
 
 // C[M×N] (= or +=) op(A)·op(B) from packed bf16 operands (lda, ldb: their
 // ldp); block (x, y, z) as gemm_tc_kernel's.
-template <bool TA, bool TB>
+template <bool TA, bool TB, bool EPI>
 __global__ void __launch_bounds__(kThreads, 2)
     gemm_bf16_kernel(int M, int N, int K, const uint16_t* __restrict__ A, int lda,
                      const uint16_t* __restrict__ B, int ldb, float* __restrict__ C, int ldc,
@@ -494,8 +497,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   copy_wait<0>();
-  store_acc(acc, C, ldc, M, N, m0 + wm * kWarpM, n0 + wn * kWarpN, g, tq, accumulate,
-            ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(C) & 7u) == 0, ep, mpair);
+  store_acc<EPI>(acc, C, ldc, M, N, m0 + wm * kWarpM, n0 + wn * kWarpN, g, tq, accumulate,
+                 ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(C) & 7u) == 0, ep, mpair);
 }
 
 // dst[r·ldp + c] = bf16(src[r·ld + c]) for c < cols, 0 for cols ≤ c < ldp:
@@ -527,12 +530,20 @@ __global__ void __launch_bounds__(256)
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// Whether the epilogue's activation or mask apply (the kernels' EPI).
+bool full_epilogue(const Epilogue& ep) { return !ep.act.is_none() || ep.mask; }
+
+template <class P, bool EPI>
+auto staged_kernel(bool ta, bool tb) {
+  return ta ? (tb ? gemm_tc_kernel<P, true, true, EPI> : gemm_tc_kernel<P, true, false, EPI>)
+            : (tb ? gemm_tc_kernel<P, false, true, EPI> : gemm_tc_kernel<P, false, false, EPI>);
+}
+
 template <class P>
 void launch(bool ta, bool tb, dim3 grid, int m, int n, int k, const float* a, int lda, bool va,
             const float* b, int ldb, bool vb, float* c, int ldc, bool acc, int tps,
             long long stride, const Epilogue& ep) {
-  auto kernel = ta ? (tb ? gemm_tc_kernel<P, true, true> : gemm_tc_kernel<P, true, false>)
-                   : (tb ? gemm_tc_kernel<P, false, true> : gemm_tc_kernel<P, false, false>);
+  auto kernel = full_epilogue(ep) ? staged_kernel<P, true>(ta, tb) : staged_kernel<P, false>(ta, tb);
   kernel<<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc, tps, stride, ep,
                              mask_pairs(ep));
 }
@@ -578,9 +589,9 @@ bool plan(Operands p, int m, int n, int k, float* c, int ldc, bool accumulate, i
   if (ep.bias && accumulate)
     throw RuntimeError(str("tensor-core gemm (", operands_name(p),
                            "): a bias with accumulate (C += A·B + bias)"));
-  if (ep.act.kind == ActKind::kPrelu)
-    throw RuntimeError(str("tensor-core gemm (", operands_name(p),
-                           "): prelu in the epilogue (its slope gradient needs its input)"));
+  if (!ep.act.is_none() && ep.act.kind != ActKind::kRelu && ep.act.kind != ActKind::kLeakyRelu)
+    throw RuntimeError(str("tensor-core gemm (", operands_name(p), "): ", activation_text(ep.act),
+                           " in the epilogue (it takes relu and leaky_relu)"));
   if (ep.mask && ep.ldm < n)
     throw RuntimeError(str("tensor-core gemm (", operands_name(p), "): mask row stride ", ep.ldm,
                            " < n=", n));
@@ -642,6 +653,12 @@ void check_sizes(Operands p, bool trans_a, bool trans_b, int m, int n, int k, in
                            " trans_b=", trans_b, ")"));
 }
 
+template <bool EPI>
+auto packed_kernel(bool ta, bool tb) {
+  return ta ? (tb ? gemm_bf16_kernel<true, true, EPI> : gemm_bf16_kernel<true, false, EPI>)
+            : (tb ? gemm_bf16_kernel<false, true, EPI> : gemm_bf16_kernel<false, false, EPI>);
+}
+
 void run_bf16(const Plan& pl, bool trans_a, bool trans_b, int m, int n, int k, const void* a,
               const void* b, const Epilogue& ep) {
   const auto* pa = static_cast<const uint16_t*>(a);
@@ -653,8 +670,8 @@ void run_bf16(const Plan& pl, bool trans_a, bool trans_b, int m, int n, int k, c
   const long long st = pl.stride;
   const bool acc = pl.acc;
   const Epilogue e = slice_epilogue(pl, ep);
-  auto kernel = trans_a ? (trans_b ? gemm_bf16_kernel<true, true> : gemm_bf16_kernel<true, false>)
-                        : (trans_b ? gemm_bf16_kernel<false, true> : gemm_bf16_kernel<false, false>);
+  auto kernel = full_epilogue(e) ? packed_kernel<true>(trans_a, trans_b)
+                                 : packed_kernel<false>(trans_a, trans_b);
   kernel<<<g, kThreads>>>(m, n, k, pa, lpa, pb, lpb, o, ldo, acc, t, st, e, mask_pairs(e));
 }
 

@@ -57,8 +57,9 @@ const char* operands_name(Operands p);  // "tf32", "bf16"
 // operations of the separate kernels it replaces, so the same bits):
 //   v = acc + (bias ? bias[j] : accumulate ? C[i][j] : 0)
 //       (the bias broadcast first and the product accumulated onto it)
-//   v = act(v)                                   (epilogue_act.h; the
-//       activation layer's forward)
+//   v = act(v)                                   (relu or leaky_relu:
+//       the activation layer's forward; the kinds with exp or tanh stay
+//       out of the GEMM's stores)
 //   v = mask[i·ldm + j] > 0 ? v : 0              (the ReLU's backward, whose
 //       output `mask` is: relu_backward(mask, v))
 // With split-K the sum of the slices does the same after rounding to FP32.
@@ -67,7 +68,7 @@ const char* operands_name(Operands p);  // "tf32", "bf16"
 // (input gradient): layers/gpu/linear.h.
 struct Epilogue {
   const float* bias = nullptr;  // n values
-  Activation act;               // not prelu
+  Activation act;               // none, relu or leaky_relu
   const float* mask = nullptr;  // m×n, row stride ldm (≥ n)
   int ldm = 0;
   bool is_plain() const { return !bias && act.is_none() && !mask; }
@@ -81,7 +82,7 @@ struct Epilogue {
 // chooses splits_for(), else that many slices (at most one a k-tile; tests,
 // benchmarks). `ep`: the epilogue (above; k = 0 writes ep applied to the
 // bias or zeros). Throws RuntimeError for bad sizes, a bias with accumulate
-// or a prelu (one line with the numbers).
+// or another activation (one line with the numbers).
 void gemm(Operands p, bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
           const float* b, int ldb, float* c, int ldc, bool accumulate, int splits = 0,
           const Epilogue& ep = {});

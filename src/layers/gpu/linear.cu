@@ -37,8 +37,20 @@ __global__ void __launch_bounds__(kBiasCols* kBiasRows)
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int o = blockIdx.x * kBiasCols + tx;
   float acc = 0.f;
-  if (o < out)
-    for (int n = ty; n < batch; n += kBiasRows) acc += dy[size_t(n) * out + o];
+  if (o < out) {
+    // Eight rows' loads in flight before their additions, which stay in row
+    // order (the same sum): a 1024-feature layer has only 32 blocks, one
+    // load at a time left them waiting on memory (7 µs at batch 1024).
+    int n = ty;
+    for (; n + 7 * kBiasRows < batch; n += 8 * kBiasRows) {
+      float v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = dy[size_t(n + u * kBiasRows) * out + o];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) acc += v[u];
+    }
+    for (; n < batch; n += kBiasRows) acc += dy[size_t(n) * out + o];
+  }
   part[ty][tx] = acc;
   for (int half = kBiasRows / 2; half > 0; half /= 2) {
     __syncthreads();
@@ -107,29 +119,31 @@ void LinearProducts::forward(Precision p, int n, const float* x, const float* w,
   if (n == 0) return;
   HPMC_CHECK(act.kind != ActKind::kPrelu, "linear: prelu after a linear layer is not fused");
   // y [n, out] = act(b + x [n, in] · Wᵀ)   (W is [out, in])
+  // The activation in the products' epilogue where it takes it, else a
+  // pass of its own after them.
+  const bool in_epilogue = has_epilogue(family_, p) && epilogue_takes(act);
   gemm_tc::Epilogue ep;
   ep.bias = b;
-  ep.act = act;
-  if (packed_path(p, n)) {
+  if (in_epilogue) ep.act = act;
+  const bool packed = packed_path(p, n);
+  if (!packed) xp_source_ = nullptr;
+  if (packed) {
     grow_packed(n);
     gemm_tc::pack_bf16(x, n, in, in, xp_.data<float>());
     gemm_tc::pack_bf16(w, out, in, in, wp_.data<float>());
     xp_source_ = x;
     gemm_tc::gemm_bf16(false, true, n, out, in, xp_.data<float>(), wp_.data<float>(), y, out,
                        false, 0, ep);
-    return;
-  }
-  xp_source_ = nullptr;
-  if (has_epilogue(family_, p)) {
+  } else if (has_epilogue(family_, p)) {
     gemm_tc::gemm(operands_of(p), false, true, n, out, in, x, in, w, in, y, out, false, 0, ep);
-    return;
+  } else {
+    if (b) {
+      broadcast_bias_kernel<<<grid_for(size_t(n) * out), kBlock>>>(n, out, b, y);
+      HPMC_CUDA_LAUNCH_CHECK("linear bias broadcast");
+    }
+    gemm_of(family_)(false, true, n, out, in, x, in, w, in, y, out, b != nullptr);
   }
-  if (b) {
-    broadcast_bias_kernel<<<grid_for(size_t(n) * out), kBlock>>>(n, out, b, y);
-    HPMC_CUDA_LAUNCH_CHECK("linear bias broadcast");
-  }
-  gemm_of(family_)(false, true, n, out, in, x, in, w, in, y, out, b != nullptr);
-  if (!act.is_none()) {
+  if (!act.is_none() && !in_epilogue) {
     const size_t count = size_t(n) * out;
     act_inplace_kernel<<<grid_for(count), kBlock>>>(y, (long long)count, 1, out, act);
     HPMC_CUDA_LAUNCH_CHECK("linear activation");

@@ -12,9 +12,10 @@
 // (forward) and the mask of a ReLU before it (on dX). In tf32 and bf16 on the
 // im2col family the products run on the tensor-core engine (gemm_tc.h),
 // whose epilogue adds the bias (no broadcast pass), applies the activation
-// and the mask: the bits of the separate passes, with fewer kernels
-// (has_epilogue). Elsewhere the bias is broadcast first, and an activation
-// or mask runs as the activation layer's kernel on the product, in place.
+// (relu, leaky_relu) and the mask: the bits of the separate passes, with
+// fewer kernels (has_epilogue, epilogue_takes). Elsewhere the bias is
+// broadcast first, and an activation or mask runs as the activation
+// layer's operation on the product, in place.
 //
 // In bf16 on the im2col family, when the forward product is one the
 // tensor-core engine packs (gemm_tc::packs), the products pack each operand
@@ -44,6 +45,12 @@ class LinearProducts {
   // precision p (im2col in tf32 or bf16), rather than as kernels of their own.
   static bool has_epilogue(Family family, Precision p) {
     return family == Family::kIm2col && p != Precision::kFp32;
+  }
+  // The activations that epilogue applies: relu and leaky_relu (a compare
+  // and a multiply; sigmoid's and tanh's exp would slow every store of the
+  // product). Others run as a pass of their own after the products.
+  static bool epilogue_takes(const Activation& a) {
+    return a.kind == ActKind::kNone || a.kind == ActKind::kRelu || a.kind == ActKind::kLeakyRelu;
   }
   size_t workspace_bytes(int n, Precision p) const;
   void reserve(int max_batch, Precision p);
