@@ -151,16 +151,16 @@ class Matcher {
   // epilogue: activation a into the conv (folded or not) or linear layer before it.
   bool epilogue(int a) {
     if (!is(v_, a - 1, Role::kConv) && !linear_with_epilogue(a - 1)) return false;
-    const RewriteNode &act = at(a), &conv = at(a - 1);
-    const std::string what = str(act.name, " not in the epilogue of ", conv.name);
+    const RewriteNode &act = at(a), &prod = at(a - 1);  // the conv or linear layer
+    const std::string what = str(act.name, " not in the epilogue of ", prod.name);
     std::string why;
     if (hides_features(a - 1, a)) why = features_reason(a - 1);
-    else if (conv.role == Role::kConv && !conv.im2col)
-      why = str(conv.name, " runs impl ", conv.impl, "; the epilogue is an im2col kernel's");
+    else if (prod.role == Role::kConv && !prod.im2col)
+      why = str(prod.name, " runs impl ", prod.impl, "; the epilogue is an im2col kernel's");
     else if (act.act.is_none()) why = str(act.name, " has no epilogue form");
     else if (act.act.kind == ActKind::kPrelu)
       why = "prelu's slope gradient needs its input, which the epilogue does not keep";
-    else if (conv.role == Role::kLinear && !gpu::LinearProducts::epilogue_takes(act.act))
+    else if (prod.role == Role::kLinear && !gpu::LinearProducts::epilogue_takes(act.act))
       why = str("the linear products' epilogue takes relu and leaky_relu, not ",
                 activation_text(act.act));
     else if (act.act.kind == ActKind::kLeakyRelu && !(act.act.slope >= 0))
