@@ -78,12 +78,19 @@ __device__ __forceinline__ uint32_t word(const uint32_t* s, int r, int w) {
 // word l%4 of row l/4 of each, which is the fragments' [g][w0+t] for both
 // formats. A k-contiguous tile's rows are 16-byte aligned (kRowWords·4 = 80
 // bytes), and the 8 rows of a matrix fall in 8 distinct 4-bank groups.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&d)[4], const uint32_t* p) {
+// trans (.trans, the packed loop's row-contiguous tiles): lane l receives the
+// matrices transposed, which is the fragment layout for a tile stored along k.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&d)[4], const void* p, bool trans = false) {
 #if HPMC_MMA
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-               : "r"(a));
+  if (trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a));
 #else
   __trap();
 #endif
@@ -381,22 +388,6 @@ __device__ __forceinline__ int kcont_off(int r, int c) {
 }
 __device__ __forceinline__ int rcont_off(int k, int c) { return 256 * k + 16 * (c ^ (k & 7)); }
 
-__device__ __forceinline__ void ldsm_x4(uint32_t (&d)[4], const unsigned char* p, bool trans) {
-#if HPMC_MMA
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  if (trans)
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a));
-  else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a));
-#else
-  __trap();
-#endif
-}
-
 // One operand's k-tile [k0, k0 + 32) of rows [r0, r0 + 128) into a stage:
 // 512 chunks, two a thread. KCONT: row r at p + r·ldp (R rows), else k row
 // at p + k·ldp (K rows); chunks past ldp or the rows read nothing and are
@@ -473,21 +464,23 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int i = 0; i < kMmaM; ++i) {
         const int r = wm * kWarpM + i * 16;
         if constexpr (!TA)  // rows r + l%16, chunk 2ks + l/16
-          ldsm_x4(a[i], sa + kcont_off(r + lane % 16, 2 * ks + lane / 16), false);
+          ldmatrix_x4(a[i], sa + kcont_off(r + lane % 16, 2 * ks + lane / 16), false);
         else  // k rows 16ks + l%8 + 8·(l/16), chunk r/8 + (l/8)%2
-          ldsm_x4(a[i], sa + rcont_off(16 * ks + lane % 8 + 8 * (lane / 16),
-                                       r / 8 + (lane / 8) % 2), true);
+          ldmatrix_x4(a[i], sa + rcont_off(16 * ks + lane % 8 + 8 * (lane / 16),
+                                           r / 8 + (lane / 8) % 2),
+                      true);
       }
 #pragma unroll
       for (int j = 0; j < kMmaN; j += 2) {
         const int r = wn * kWarpN + j * 8;
         uint32_t q[4];
         if constexpr (TB)  // n rows r + l%8 + 8·(l/16), chunk 2ks + (l/8)%2
-          ldsm_x4(q, sb + kcont_off(r + lane % 8 + 8 * (lane / 16), 2 * ks + (lane / 8) % 2),
-                  false);
+          ldmatrix_x4(q, sb + kcont_off(r + lane % 8 + 8 * (lane / 16), 2 * ks + (lane / 8) % 2),
+                      false);
         else  // k rows 16ks + l%8 + 8·((l/8)%2), chunk r/8 + l/16
-          ldsm_x4(q, sb + rcont_off(16 * ks + lane % 8 + 8 * ((lane / 8) % 2), r / 8 + lane / 16),
-                  true);
+          ldmatrix_x4(q,
+                      sb + rcont_off(16 * ks + lane % 8 + 8 * ((lane / 8) % 2), r / 8 + lane / 16),
+                      true);
         b[j][0] = q[0], b[j][1] = q[1], b[j + 1][0] = q[2], b[j + 1][1] = q[3];
       }
 #pragma unroll
@@ -543,7 +536,8 @@ template <class P>
 void launch(bool ta, bool tb, dim3 grid, int m, int n, int k, const float* a, int lda, bool va,
             const float* b, int ldb, bool vb, float* c, int ldc, bool acc, int tps,
             long long stride, const Epilogue& ep) {
-  auto kernel = full_epilogue(ep) ? staged_kernel<P, true>(ta, tb) : staged_kernel<P, false>(ta, tb);
+  auto kernel =
+      full_epilogue(ep) ? staged_kernel<P, true>(ta, tb) : staged_kernel<P, false>(ta, tb);
   kernel<<<grid, kThreads>>>(m, n, k, a, lda, va, b, ldb, vb, c, ldc, acc, tps, stride, ep,
                              mask_pairs(ep));
 }
