@@ -36,8 +36,8 @@ std::vector<MlpLinear> mlp_linears(const Model& model, std::string* why) {
     if (!chain) {
       const LayerKind kind = l->kind();
       if (kind == LayerKind::kLinear)
-        items.push_back({Item::kLinear, l->name(), l->type(), l->input_shape().per_sample(),
-                         l->output_shape(l->input_shape()).per_sample()});
+        items.push_back({Item::kLinear, l->name(), l->type(), int(l->input_shape().per_sample()),
+                         int(l->output_shape(l->input_shape()).per_sample())});
       else
         items.push_back({kind == LayerKind::kReLU      ? Item::kRelu
                          : kind == LayerKind::kFlatten ? Item::kFlatten
