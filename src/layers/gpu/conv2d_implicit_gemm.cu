@@ -458,8 +458,17 @@ void add_bias_grad(const ConvArgs& a, const float* dy, float* db, const char* wh
 void reduce_out_slices(const float* ws, int splits, long long count, int plane, int Nch,
                        const float* bias, bool relu, float* out, const char* what,
                        const float* mask = nullptr) {
-  splitk_out_kernel<<<grid_stride_blocks(count), 256>>>(ws, splits, count, plane, Nch, bias, relu,
-                                                        mask, out);
+  if (count % 4 == 0 && plane % 4 == 0 && count / 4 <= INT_MAX && aligned16(ws) &&
+      aligned16(out) && (!mask || aligned16(mask))) {
+    const long long quads = count / 4;
+    splitk_out4_kernel<<<grid_stride_blocks(quads), 256>>>(
+        reinterpret_cast<const float4*>(ws), splits, unsigned(quads), FastDiv(plane / 4),
+        FastDiv(Nch), bias, relu, reinterpret_cast<const float4*>(mask),
+        reinterpret_cast<float4*>(out));
+  } else {
+    splitk_out_kernel<<<grid_stride_blocks(count), 256>>>(ws, splits, count, plane, Nch, bias,
+                                                          relu, mask, out);
+  }
   HPMC_CUDA_LAUNCH_CHECK(what);
 }
 
@@ -786,9 +795,8 @@ void check_upconv_plan(const Conv2dShape& s, ConvPass pass, const ConvPlan& p) {
 
 // The parities' summed filters (upconv_weights_kernel) into out[16·K·C].
 void fold_weights(const UpArgs& a, const float* w, bool for_dgrad, float* out) {
-  const dim3 grid(unsigned((a.C + kFoldTile - 1) / kFoldTile),
-                  unsigned((a.K + kFoldTile - 1) / kFoldTile));
-  upconv_weights_kernel<<<grid, 256>>>(w, a.K, a.C, for_dgrad, out);
+  upconv_weights_kernel<<<grid_stride_blocks((long long)a.K * a.C), 256>>>(w, a.K, a.C,
+                                                                           for_dgrad, out);
   HPMC_CUDA_LAUNCH_CHECK(for_dgrad ? "upsample fold backward_data (summed filters)"
                                    : "upsample fold forward (summed filters)");
 }
