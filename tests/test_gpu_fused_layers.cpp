@@ -229,7 +229,8 @@ TEST(GpuFusedLayers, ConvReluPoolIsBitExact) {
     int c, k, h, w;
     const char* pool;
   };
-  const Case cases[] = {{3, 5, 12, 16, "{kernel: 2}"},  // 2×2 float4 path
+  const Case cases[] = {{3, 5, 12, 16, "{kernel: 2}"},  // 2×2: conv and pool in one kernel
+                        {2, 70, 9, 11, "{kernel: 2}"},  // the same, odd sizes
                         {1, 3, 9, 11, "{kernel: 2}"},   // odd: the cells path
                         {5, 8, 10, 13, "{kernel: 3, stride: 2}"},  // overlapping: the gather
                         {3, 1, 7, 8, "{kernel: 2, stride: 3}"}};   // gaps between windows
@@ -243,6 +244,31 @@ TEST(GpuFusedLayers, ConvReluPoolIsBitExact) {
     EXPECT_EQ(p->fused[0]->describe().find("conv2d 3x3 s1 p1 + relu > maxpool2d"), 0u)
         << p->fused[0]->describe();
     for (int n : {1, 3}) compare(*p, n, seed++, true);
+  }
+}
+
+// A first layer's conv that pools in its own kernel (3×3 of 1–4 channels,
+// ReLU, 2×2 pool: implicit::conv2d_forward_pool; backward from its codes:
+// the weight gradient straight from them when no dx is asked and the code
+// rows are whole words, else the pool's input gradient formed), then a second conv and pool on the GEMM
+// path: bit for bit the plain layers, dx included, in fp32 and in bf16 (the
+// few-input-channel kernel is FP32 in every precision, for the plain conv
+// layer too).
+TEST(GpuFusedLayers, ConvPoolInOneKernelIsBitExact) {
+  HPMC_REQUIRE_GPU();
+  uint64_t seed = 140;
+  for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
+    // W = 16: the weight gradient reads the codes (null dx); W = 12: the
+    // pool's input gradient is formed first (its code rows are 6 bytes)
+    for (const Shape& in : {Shape(1, 3, 10, 16), Shape(1, 3, 16, 12)}) {
+      SCOPED_TRACE(str(precision_name(prec), " ", in.str()));
+      auto p = build({{"conv1", "conv2d", conv_keys(24)}, {"relu1", "relu", ""},
+                      {"pool1", "maxpool2d", "{kernel: 2}"}, {"conv2", "conv2d", conv_keys(16)},
+                      {"relu2", "relu", ""}, {"pool2", "maxpool2d", "{kernel: 2}"}},
+                     in, true, -1, prec);
+      ASSERT_EQ(run_list(p->fused), "conv1+relu1+pool1 conv2+relu2+pool2");
+      for (int n : {1, 3}) compare(*p, n, seed++, true);
+    }
   }
 }
 

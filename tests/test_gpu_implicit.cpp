@@ -56,10 +56,12 @@
 #include "dev_array.h"
 #include "gpu_testing.h"
 #include "layers/conv_shape.h"
+#include "layers/cpu/maxpool2d_ops.h"
 #include "layers/gpu/conv2d_kernels.h"
 #include "layers/gpu/implicit_conv.h"
 #include "layers/gpu/implicit_fastdiv.h"
 #include "layers/gpu/implicit_plan.h"
+#include "layers/gpu/simple_kernels.h"
 
 namespace hpmc {
 namespace {
@@ -90,11 +92,12 @@ std::vector<float> operands(const std::vector<float>& v, bool rounded = true) {
 }
 
 // Whether a pass of conv2d_* runs on the GEMM engine (and so, in tf32 and
-// bf16, on tensor cores) rather than on the thin kernels, which keep FP32.
-bool on_gemm(const Conv2dShape& s, bool weight_grad) {
+// bf16, on tensor cores) rather than on the thin kernels, which keep FP32:
+// K ≤ 4 in every pass, 1–4 input channels in forward and the weight gradient.
+bool on_gemm(const Conv2dShape& s, bool backward_data) {
   using namespace gpu::implicit_detail;
   if (choose_thin(s.K, s.R, s.S, s.stride, s.pad, s.W, true) != ThinPath::kNone) return false;
-  return !(weight_grad && thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad));
+  return backward_data || !thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad);
 }
 
 // ‖got − ref‖∞ ≤ tol·max(‖ref‖∞, 1e-30), every element finite; tol = 1e-5 in
@@ -285,7 +288,7 @@ void check_conv(const ConvCase& cc, uint64_t seed, bool bias = true, size_t misa
   y.upload(std::vector<float>(dy.size(), kNaN), kGuard);
   imp::conv2d_forward(s, dx_in->ptr(), dw_in->ptr(), bias ? db_in->ptr() : nullptr, y.ptr());
   finish("implicit conv2d_forward");
-  const bool tc = on_gemm(s, false), tc_dw = on_gemm(s, true);
+  const bool tc = on_gemm(s, false), tc_dx = on_gemm(s, true), tc_dw = on_gemm(s, false);
   EXPECT_TRUE(matches(y.payload(), ref_forward(s, operands(x, tc), operands(w, tc),
                                                bias ? &b : nullptr)))
       << "forward";
@@ -317,7 +320,7 @@ void check_conv(const ConvCase& cc, uint64_t seed, bool bias = true, size_t misa
   dx.upload(std::vector<float>(x.size(), kNaN), kGuard);
   imp::conv2d_backward_data(s, ddy_in->ptr(), dw_in->ptr(), dx.ptr());
   finish("implicit conv2d_backward_data");
-  EXPECT_TRUE(matches(dx.payload(), ref_backward_data(s, operands(dy, tc), operands(w, tc))))
+  EXPECT_TRUE(matches(dx.payload(), ref_backward_data(s, operands(dy, tc_dx), operands(w, tc_dx))))
       << "backward_data";
   EXPECT_TRUE(dx.guards_intact(kGuard)) << "backward_data";
 
@@ -1130,6 +1133,173 @@ TEST(GpuImplicitThinInput, WeightGradShapes) {
   for (const ConvCase& cc : std::vector<ConvCase>{{8, 3, 32, 32, 256, 3, 3, 1, 1},
                                                   {3, 2, 9, 33, 300, 3, 3, 1, 1}})
     expect_deterministic(cc, seed++, "few-input-channel conv2d (determinism)");
+}
+
+// A device byte buffer of n bytes and 64 guard bytes after them.
+class DevBytes {
+ public:
+  static constexpr size_t kTail = 64;
+  static constexpr unsigned char kFill = 0xEE;
+  explicit DevBytes(size_t n) : n_(n), mem_(gpu::allocate_shared(n + kTail)) {
+    const std::vector<unsigned char> all(n + kTail, kFill);
+    gpu::copy(mem_.get(), Device::kGPU, all.data(), Device::kCPU, all.size());
+  }
+  unsigned char* ptr() { return static_cast<unsigned char*>(mem_.get()); }
+  std::vector<unsigned char> all() const {
+    std::vector<unsigned char> v(n_ + kTail);
+    gpu::copy(v.data(), Device::kCPU, mem_.get(), Device::kGPU, v.size());
+    return v;
+  }
+
+ private:
+  size_t n_;
+  std::shared_ptr<void> mem_;
+};
+
+// The few-input-channel forward (thin_input_fwd_kernel: FP32 FMAs in every
+// precision) is, in fp32, the GEMM path's bits (the same chain over
+// k = c·9 + r·3 + s), with and without the ReLU; and the same kernel with the
+// 2×2 max pool in its stores (conv2d_forward_pool) gives bit for bit the
+// MaxPool2D layer's output on that forward (the CPU's argmax: first maximum,
+// first NaN), codes that name each window's choice, and, from the codes, the
+// pool layer's backward (maxpool2x2_backward_codes against
+// gpu::maxpool2d_backward on the formed output, with and without the ReLU's
+// mask), and the weight gradient from the codes without that backward's
+// output (conv2d_backward_params_pool: dw and db bit for bit those of
+// conv2d_backward_params on it; refused where the codes' rows are not whole
+// 4-byte words). Batch 1, C 1-4, K short of a block of 64 channels and past one, odd
+// H and W (a last row or column no window covers: zero gradient), 2×2 (one
+// window), misaligned outputs (scalar stores); fp32 and bf16.
+TEST(GpuImplicitThinInput, ForwardWithPool) {
+  HPMC_REQUIRE_GPU();
+  const ConvCase cases[] = {{2, 3, 32, 32, 256, 3, 3, 1, 1},  // the CIFAR autoencoder's conv1
+                            {1, 1, 7, 9, 5, 3, 3, 1, 1},    {3, 2, 10, 6, 70, 3, 3, 1, 1},
+                            {1, 4, 5, 13, 17, 3, 3, 1, 1},  {2, 3, 2, 2, 65, 3, 3, 1, 1},
+                            {4, 1, 28, 28, 16, 3, 3, 1, 1},  // the Fashion autoencoder's conv1
+                            {1, 2, 9, 17, 33, 3, 3, 1, 1},   // odd, whole code words
+                            {2, 3, 5, 40, 70, 3, 3, 1, 1}};  // a second unit of 8 pixels
+  uint64_t seed = 6080;
+  for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
+    const TensorCores tc(prec);
+    for (const ConvCase& cc : cases) {
+      for (bool relu : {true, false}) {
+        for (size_t misalign : {size_t(0), size_t(1)}) {
+          const Conv2dShape s = cc.shape();
+          SCOPED_TRACE(describe(s) + (relu ? " relu" : "") + (misalign ? " misaligned" : "") +
+                       " " + precision_name(prec) + " seed " + std::to_string(seed));
+          ASSERT_TRUE(imp::conv_pool_applies(s));
+          Rng rng(seed++);
+          const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
+          const std::vector<float> w = random_floats(s.weight_count(), rng);
+          const std::vector<float> b = random_floats(size_t(s.K), rng);
+          auto dx_in = input(x), dw_in = input(w), db_in = input(b);
+          const Activation act = relu ? Activation::relu() : Activation::none();
+          const size_t outs = size_t(s.N) * s.out_sample();
+          DevArray y(outs, misalign);
+          y.upload(std::vector<float>(outs, kNaN), kGuard);
+          imp::conv2d_forward_act(s, dx_in->ptr(), dw_in->ptr(), db_in->ptr(), y.ptr(), act);
+          finish("conv2d_forward_act (few input channels)");
+          const std::vector<float> plain = y.payload();
+          EXPECT_TRUE(y.guards_intact(kGuard));
+          if (prec == Precision::kFp32) {
+            DevArray yg(outs);
+            yg.upload(std::vector<float>(outs, kNaN), kGuard);
+            gpu::implicit_detail::conv_forward_planned(
+                s, gpu::implicit_detail::plan_conv(s, gpu::implicit_detail::ConvPass::kForward),
+                dx_in->ptr(), dw_in->ptr(), db_in->ptr(), yg.ptr(), act);
+            finish("conv_forward_planned");
+            const std::vector<float> gemm = yg.payload();
+            size_t differ = 0;
+            for (size_t i = 0; i < outs; ++i) differ += !same_bits(plain[i], gemm[i]);
+            EXPECT_EQ(differ, 0u) << "of " << outs << " outputs differ from the GEMM path's";
+          }
+
+          const int oh = s.P / 2, ow = s.Q / 2;
+          const size_t planes = size_t(s.N) * s.K, pooled = planes * oh * ow;
+          DevArray yp(pooled, misalign);
+          yp.upload(std::vector<float>(pooled, kNaN), kGuard);
+          DevBytes code(pooled);
+          imp::conv2d_forward_pool(s, dx_in->ptr(), dw_in->ptr(), db_in->ptr(), relu, yp.ptr(),
+                                   code.ptr());
+          finish("conv2d_forward_pool");
+          const std::vector<float> got = yp.payload();
+          const std::vector<unsigned char> codes = code.all();
+          EXPECT_TRUE(yp.guards_intact(kGuard));
+          for (size_t i = pooled; i < codes.size(); ++i)
+            ASSERT_EQ(codes[i], DevBytes::kFill) << "guard byte " << i - pooled;
+          size_t bad_y = 0, bad_code = 0, masked = 0;
+          for (size_t p = 0; p < planes; ++p)
+            for (int i = 0; i < oh; ++i)
+              for (int j = 0; j < ow; ++j) {
+                const float* plane = plain.data() + p * s.P * s.Q;
+                const size_t at = maxpool2d_argmax(plane, s.Q, 2 * i, 2 * j, 2);
+                const size_t o = (p * oh + i) * ow + j;
+                const int pos = int(at / s.Q - 2 * i) * 2 + int(at % s.Q - 2 * j);
+                const int want = pos | (plane[at] > 0.0f ? 0 : 4);
+                bad_y += !same_bits(got[o], plane[at]);
+                bad_code += codes[o] != want;
+                masked += (want & 4) != 0;
+              }
+          EXPECT_EQ(bad_y, 0u) << "pooled outputs differ from the pool of the forward";
+          EXPECT_EQ(bad_code, 0u) << "codes";
+          if (relu) {
+            EXPECT_GT(masked, 0u) << "no window without a positive value: the mask is untested";
+          }
+
+          // backward, from the codes and from the formed output
+          const std::vector<float> dyp = random_floats(pooled, rng);
+          auto dyp_in = input(dyp);
+          for (bool mask : {relu, false}) {
+            SCOPED_TRACE(mask ? "backward with the ReLU mask" : "backward");
+            DevArray dxc(outs, misalign), dxl(outs);
+            dxc.upload(std::vector<float>(outs, kNaN), kGuard);
+            dxl.upload(std::vector<float>(outs, kNaN), kGuard);
+            imp::maxpool2x2_backward_codes(s, code.ptr(), dyp_in->ptr(), mask, dxc.ptr());
+            const Shape ys(s.N, s.K, s.P, s.Q);
+            gpu::maxpool2d_backward(ys, PoolWindow{2, 2}, y.ptr(), dyp_in->ptr(), dxl.ptr(), mask);
+            finish("maxpool2x2_backward_codes");
+            const std::vector<float> a = dxl.payload(), c = dxc.payload();
+            size_t differ = 0, nonzero = 0;
+            for (size_t i = 0; i < outs; ++i) {
+              differ += !same_bits(a[i], c[i]);
+              nonzero += c[i] != 0.0f;
+            }
+            EXPECT_EQ(differ, 0u) << "of " << outs << " input-gradient elements differ";
+            EXPECT_GT(nonzero, 0u);
+            EXPECT_TRUE(dxc.guards_intact(kGuard));
+
+            // the weight gradient from the codes, without the formed dx: the
+            // same bits as conv2d_backward_params on it
+            if (imp::conv_pool_wgrad_applies(s)) {
+              const std::vector<float> dw0 = random_floats(s.weight_count(), rng);
+              const std::vector<float> db0 = random_floats(size_t(s.K), rng);
+              DevArray dwa(dw0.size()), dba(db0.size()), dwb(dw0.size()), dbb(db0.size());
+              dwa.upload(dw0, kGuard), dba.upload(db0, kGuard);
+              dwb.upload(dw0, kGuard), dbb.upload(db0, kGuard);
+              imp::conv2d_backward_params(s, dx_in->ptr(), dxc.ptr(), dwa.ptr(), dba.ptr());
+              imp::conv2d_backward_params_pool(s, dx_in->ptr(), code.ptr(), dyp_in->ptr(), mask,
+                                               dwb.ptr(), dbb.ptr());
+              finish("conv2d_backward_params_pool");
+              const std::vector<float> wa = dwa.payload(), wb = dwb.payload();
+              const std::vector<float> ba = dba.payload(), bb = dbb.payload();
+              size_t dw_differ = 0, db_differ = 0;
+              for (size_t i = 0; i < wa.size(); ++i) dw_differ += !same_bits(wa[i], wb[i]);
+              for (size_t i = 0; i < ba.size(); ++i) db_differ += !same_bits(ba[i], bb[i]);
+              EXPECT_EQ(dw_differ, 0u) << "dw from the codes";
+              EXPECT_EQ(db_differ, 0u) << "db from the codes";
+              EXPECT_TRUE(dwb.guards_intact(kGuard));
+              EXPECT_TRUE(dbb.guards_intact(kGuard));
+            } else {
+              EXPECT_THROW(imp::conv2d_backward_params_pool(s, dx_in->ptr(), code.ptr(),
+                                                            dyp_in->ptr(), mask, nullptr, nullptr),
+                           RuntimeError);
+            }
+            if (!relu) break;
+          }
+        }
+      }
+    }
+  }
 }
 
 // Two runs give the same bits: every thin kernel sums in a fixed order.

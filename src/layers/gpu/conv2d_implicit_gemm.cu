@@ -709,9 +709,10 @@ void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const flo
 // of 256 output channels per SM, at least 4 units (of 32 pixels) a slice.
 namespace {
 
+// pooled: dy is not formed; a.gp, a.code, a.qh, a.qw, a.relu say where it comes from.
 void thin_input_weight_grad(const Conv2dShape& s, const float* x, const float* dy, float* dw,
-                            float* db) {
-  TiArgs a{};
+                            float* db, const TiArgs* pooled = nullptr) {
+  TiArgs a = pooled ? *pooled : TiArgs{};
   a.N = s.N, a.C = s.C, a.H = s.H, a.W = s.W, a.K = s.K;
   a.HW = s.H * s.W;
   a.CHW = s.C * a.HW;
@@ -726,15 +727,67 @@ void thin_input_weight_grad(const Conv2dShape& s, const float* x, const float* d
   const int per = int((a.units + want - 1) / want), slices = (a.units + per - 1) / per;
   float* ws = scratch().get(size_t(slices) * size_t(s.K) * size_t(a.ld));
   constexpr size_t smem = thin_input_smem_bytes();
-  allow_smem<thin_input_wgrad_kernel>(smem);
-  thin_input_wgrad_kernel<<<dim3(unsigned(gx), unsigned(slices)), 2 * kTiKG * s.C, smem>>>(
-      a, x, dy, per, db != nullptr, ws);
+  const dim3 grid{unsigned(gx), unsigned(slices)};
+  if (pooled) {
+    allow_smem<thin_input_wgrad_kernel<true>>(smem);
+    thin_input_wgrad_kernel<true><<<grid, 2 * kTiKG * s.C, smem>>>(a, x, dy, per, db != nullptr, ws);
+  } else {
+    allow_smem<thin_input_wgrad_kernel<false>>(smem);
+    thin_input_wgrad_kernel<false><<<grid, 2 * kTiKG * s.C, smem>>>(a, x, dy, per, db != nullptr,
+                                                                  ws);
+  }
   HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (few input channels)");
   const long long count = (long long)s.K * a.ld;
   check_grid("implicit conv2d backward_params (few input channels, slice sum)", (count + 31) / 32);
   thin_input_reduce_kernel<<<unsigned((count + 31) / 32), 32 * kTiReduceWarps>>>(
       ws, slices, s.K, 9 * s.C, a.ld, dw, db);
   HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (few input channels, slice sum)");
+}
+
+// The forward's sizes; pooled: the quads are the pool's whole windows.
+TfArgs thin_input_fwd_args(const Conv2dShape& s, bool pooled, const float* y) {
+  TfArgs a{};
+  a.N = s.N, a.H = s.H, a.W = s.W, a.K = s.K;
+  a.HW = s.H * s.W;
+  a.CHW = s.C * a.HW;
+  a.qh = pooled ? s.H / 2 : (s.H + 1) / 2;
+  a.qw = pooled ? s.W / 2 : (s.W + 1) / 2;
+  a.quads = int((long long)s.N * a.qh * a.qw);  // ≤ N·H·W, which check_shape bounds
+  a.fqw = FastDiv(std::max(a.qw, 1));
+  a.fqh = FastDiv(std::max(a.qh, 1));
+  a.vec = s.W % 2 == 0 && aligned8(y);
+  return a;
+}
+
+template <TfOut OUT, class Act>
+void launch_thin_input_fwd(const Conv2dShape& s, const TfArgs& a, const float* x, const float* w,
+                           const float* b, Act act, float* y, unsigned char* code) {
+  const long long gx = (a.quads + kTfQuads - 1) / kTfQuads;
+  check_grid("implicit conv2d forward (few input channels)", gx);
+  const dim3 grid(unsigned(gx), unsigned((s.K + kTfKB - 1) / kTfKB));
+  switch (s.C) {
+    case 1: thin_input_fwd_kernel<1, OUT><<<grid, kTfThreads>>>(a, x, w, b, act, y, code); break;
+    case 2: thin_input_fwd_kernel<2, OUT><<<grid, kTfThreads>>>(a, x, w, b, act, y, code); break;
+    case 3: thin_input_fwd_kernel<3, OUT><<<grid, kTfThreads>>>(a, x, w, b, act, y, code); break;
+    default: thin_input_fwd_kernel<4, OUT><<<grid, kTfThreads>>>(a, x, w, b, act, y, code); break;
+  }
+  HPMC_CUDA_LAUNCH_CHECK("implicit conv2d forward (few input channels)");
+}
+
+// y = act(conv(x, w) + b) on thin_input_fwd_kernel (thin_input_applies).
+void thin_input_forward(const Conv2dShape& s, const float* x, const float* w, const float* b,
+                        float* y, const Activation& act) {
+  const TfArgs a = thin_input_fwd_args(s, false, y);
+  if (a.quads == 0) return;
+  if (act.is_none() || act.kind == ActKind::kRelu) {
+    EpiAct<false> e{};
+    e.relu = act.kind == ActKind::kRelu;
+    launch_thin_input_fwd<TfOut::kPlain>(s, a, x, w, b, e, y, nullptr);
+  } else {
+    EpiAct<true> e{};
+    e.act = act;
+    launch_thin_input_fwd<TfOut::kAct>(s, a, x, w, b, e, y, nullptr);
+  }
 }
 
 }  // namespace
@@ -1085,6 +1138,10 @@ void forward(const Conv2dShape& s, const float* x, const float* w, const float* 
                                                 : "implicit conv2d forward (activation)");
     return;
   }
+  if (thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad)) {
+    thin_input_forward(s, x, w, b, y, act);
+    return;
+  }
   conv_forward_planned(s, plan_conv(s, ConvPass::kForward), x, w, b, y, act);
 }
 
@@ -1137,6 +1194,58 @@ void conv2d_backward_params(const Conv2dShape& s, const float* x, const float* d
   }
   if (a.CRS > 0) conv_weight_grad_planned(s, p, x, dy, dw);
   if (db) add_bias_grad(a, dy, db, "implicit conv2d backward_params (bias)");
+}
+
+bool conv_pool_applies(const Conv2dShape& s) {
+  return thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad) && s.H >= 2 && s.W >= 2 &&
+         (long long)s.N * s.K * ((s.H + 1) / 2) * ((s.W + 1) / 2) <= INT_MAX;
+}
+
+bool conv_pool_wgrad_applies(const Conv2dShape& s) {
+  return conv_pool_applies(s) && (s.W / 2) % 4 == 0;
+}
+
+void conv2d_forward_pool(const Conv2dShape& s, const float* x, const float* w, const float* b,
+                         bool relu, float* y_pool, unsigned char* code) {
+  check_shape(s);
+  if (!conv_pool_applies(s))
+    throw RuntimeError(str("implicit conv2d forward with pool: not for ", s.C, " -> ", s.K,
+                           " channels, ", s.R, "x", s.S, " stride ", s.stride, " pad ", s.pad,
+                           " on ", s.H, "x", s.W, " (conv_pool_applies)"));
+  const TfArgs a = thin_input_fwd_args(s, true, y_pool);
+  if (a.quads == 0 || s.K == 0) return;
+  EpiAct<false> e{};
+  e.relu = relu;
+  launch_thin_input_fwd<TfOut::kPool>(s, a, x, w, b, e, y_pool, code);
+}
+
+void maxpool2x2_backward_codes(const Conv2dShape& s, const unsigned char* code,
+                               const float* dy_pool, bool relu, float* dx) {
+  if (!conv_pool_applies(s))
+    throw RuntimeError("maxpool2x2_backward_codes: the shape is not conv_pool_applies'");
+  const int ch = (s.H + 1) / 2, cw = (s.W + 1) / 2;
+  const long long quads = (long long)s.N * s.K * ch * cw;
+  if (quads == 0) return;
+  const bool vec = s.W % 2 == 0 && aligned8(dx);
+  maxpool2x2_backward_codes_kernel<<<grid_stride_blocks(quads), 256>>>(
+      code, dy_pool, dx, unsigned(quads), FastDiv(cw), FastDiv(ch), s.H, s.W, s.H / 2, s.W / 2,
+      relu, vec);
+  HPMC_CUDA_LAUNCH_CHECK("maxpool2d backward from the pooled convolution's codes");
+}
+
+void conv2d_backward_params_pool(const Conv2dShape& s, const float* x, const unsigned char* code,
+                                 const float* dy_pool, bool relu, float* dw, float* db) {
+  check_shape(s);
+  if (!conv_pool_wgrad_applies(s))
+    throw RuntimeError("conv2d_backward_params_pool: the shape is not conv_pool_wgrad_applies'");
+  if ((long long)s.N * s.H * s.W == 0 || s.K == 0) return;
+  TiArgs p{};
+  p.gp = dy_pool;
+  p.code = code;
+  p.qh = s.H / 2;
+  p.qw = s.W / 2;
+  p.relu = relu;
+  thin_input_weight_grad(s, x, nullptr, dw, db, &p);
 }
 
 bool upconv_applies(const Conv2dShape& s) { return upconv_fold_applies(s); }

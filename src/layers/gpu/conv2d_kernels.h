@@ -48,9 +48,40 @@ namespace implicit {
 // conv2d_forward then the ReLU layer. None and ReLU run the kernels of
 // conv2d_forward (a ReLU flag in their epilogue); the other activations an
 // instantiation of the same kernels with the descriptor in the epilogue. The
-// thin kernels (K ≤ 4) have no epilogue: the activation is a pass over y.
+// thin kernels (K ≤ 4) have no epilogue: the activation is a pass over y. A
+// convolution of 1–4 input channels (thin_input_applies) runs on its direct
+// FP32 kernel, in every precision, with the activation in its stores.
 void conv2d_forward_act(const Conv2dShape& s, const float* x, const float* w, const float* b,
                         float* y, const Activation& act);
+
+// ---- a first layer's convolution with the 2×2 max pool after it ----
+// A 3×3, stride-1, pad-1 convolution of 1–4 input channels to K > 4
+// (implicit_plan.h's thin_input_applies; H, W ≥ 2) runs on a direct FP32
+// kernel in every precision (implicit_thin_input_kernels.cuh), and can pool
+// its output in the same kernel: the convolution's output is never written.
+bool conv_pool_applies(const Conv2dShape& s);
+// y_pool = maxpool2d 2×2 stride 2 (relu ? relu(conv(x, w) + b) : conv(x, w) + b),
+// [N][K][⌊H/2⌋][⌊W/2⌋], the bits of conv2d_forward_act then the MaxPool2D
+// layer; code (one byte per pooled output, same layout) records each window's
+// choice for maxpool2x2_backward_codes. Throws unless conv_pool_applies(s).
+void conv2d_forward_pool(const Conv2dShape& s, const float* x, const float* w, const float* b,
+                         bool relu, float* y_pool, unsigned char* code);
+// dx [N][K][H][W] (overwritten) = the pool's backward of dy_pool from the codes,
+// with the ReLU's mask when relu: the bits of the MaxPool2D layer's backward
+// (with the fused ReLU's mask) on the convolution's output.
+void maxpool2x2_backward_codes(const Conv2dShape& s, const unsigned char* code,
+                               const float* dy_pool, bool relu, float* dx);
+// Whether conv2d_backward_params_pool takes the shape: conv_pool_applies and
+// ⌊W/2⌋ % 4 == 0 (the codes' rows are whole 4-byte words).
+bool conv_pool_wgrad_applies(const Conv2dShape& s);
+// dw += corr(x, dy), db += Σ dy (db may be null) for dy the input gradient
+// maxpool2x2_backward_codes would write — without forming it: the weight
+// gradient's kernel builds each row of dy from dy_pool and the codes as it
+// stages it (implicit_thin_input_kernels.cuh). The same bits as
+// maxpool2x2_backward_codes then conv2d_backward_params. Throws unless
+// conv_pool_wgrad_applies(s).
+void conv2d_backward_params_pool(const Conv2dShape& s, const float* x, const unsigned char* code,
+                                 const float* dy_pool, bool relu, float* dw, float* db);
 
 // ---- a nearest-neighbour ×2 upsample folded into the 3×3 convolution after it ----
 // s is the convolution's shape on the upsampled input (H = 2h, W = 2w); x_low

@@ -41,6 +41,16 @@ Conv2dShape conv_shape_of(const ChainStep& s, const Shape& in) {
 
 }  // namespace
 
+bool FusedChainGPU::pools(size_t i) const {
+  if (i + 1 >= steps_.size()) return false;
+  const ChainStep &s = steps_[i], &p = steps_[i + 1];
+  if (s.kind != Kind::kConv || s.fold > 1 || p.kind != Kind::kMaxPool || p.win.kernel != 2 ||
+      p.win.stride != 2 || act_backward_here(i))
+    return false;
+  if (!(s.act.is_none() || (s.act.kind == ActKind::kRelu && p.mask_input))) return false;
+  return implicit::conv_pool_applies(conv_shape_of(s, step_input(i, input_shape())));
+}
+
 FusedChainGPU::FusedChainGPU(std::vector<ChainStep> steps) : LayerGPU(std::move(steps)) {
   size_t k = 0;
   for (const ChainStep& s : steps_) {
@@ -59,10 +69,12 @@ FusedChainGPU::Buffers FusedChainGPU::layout() const {
   b.acts.resize(n);
   b.grads.resize(n);
   b.pre.resize(n);
+  b.codes.resize(n);
   const Shape in = input_shape().with_batch(1);
   for (size_t i = 0; i < n; ++i) {
     const Shape out = chain_step_output(steps_[i], step_input(i, in));
-    if (i + 1 < n) b.acts[i] = out;
+    if (pools(i)) b.codes[i] = chain_step_output(steps_[i + 1], out);  // acts[i]: none
+    else if (i + 1 < n) b.acts[i] = out;
     if (absorbed(i)) continue;
     const size_t t = grad_target(i);
     if (t > 0) b.grads[t] = step_input(t, in);
@@ -77,6 +89,7 @@ size_t FusedChainGPU::workspace_bytes(const Shape& in) const {
   for (const auto* list : {&b.acts, &b.grads, &b.pre})
     for (const Shape& s : *list) floats += s.count() * size_t(in.n);
   size_t bytes = floats * sizeof(float);
+  for (const Shape& s : b.codes) bytes += s.count() * size_t(in.n);  // one byte each
   for (const auto& l : linear_)
     if (l) bytes += l->workspace_bytes(in.n, precision());
   return bytes;
@@ -91,20 +104,22 @@ void FusedChainGPU::reserve(int max_batch) {
 void FusedChainGPU::grow(int n) {
   if (n <= capacity_) return;
   const Buffers b = layout();
-  const auto alloc = [&](const std::vector<Shape>& shapes, std::vector<Tensor>& out) {
+  const auto alloc = [&](const std::vector<Shape>& shapes, std::vector<Tensor>& out,
+                         DType type = DType::kF32) {
     out.assign(shapes.size(), Tensor());
     for (size_t i = 0; i < shapes.size(); ++i)
-      if (shapes[i].count() > 0)
-        out[i] = Tensor::empty(shapes[i].with_batch(n), DType::kF32, Device::kGPU);
+      if (shapes[i].count() > 0) out[i] = Tensor::empty(shapes[i].with_batch(n), type, Device::kGPU);
   };
   // Free the old tensors first: the device may not hold both. A queued kernel
   // that still reads one is ordered before the free (cudaFree synchronizes).
   acts_.clear();
   grads_.clear();
   pre_.clear();
+  codes_.clear();
   alloc(b.acts, acts_);
   alloc(b.grads, grads_);
   alloc(b.pre, pre_);
+  alloc(b.codes, codes_, DType::kU8);
   capacity_ = n;
 }
 
@@ -116,6 +131,17 @@ void FusedChainGPU::forward_impl(const Tensor& x, Tensor& y) {
   Shape in_shape = x.shape();
   for (size_t i = 0; i <= last; ++i) {
     const ChainStep& s = steps_[i];
+    if (pools(i)) {  // steps i and i + 1 in one kernel: step i's output is never formed
+      const ChainStep& pool = steps_[i + 1];
+      float* out = i + 1 == last ? y.data<float>() : acts_[i + 1].data<float>();
+      const float* b = s.conv.bias ? param(param_at_[i] + 1) : nullptr;
+      implicit::conv2d_forward_pool(conv_shape_of(s, in_shape), in, param(param_at_[i]), b,
+                                    !s.act.is_none(), out, codes_[i].data<unsigned char>());
+      in = out;
+      in_shape = chain_step_output(pool, chain_step_output(s, in_shape));
+      ++i;
+      continue;
+    }
     float* out = i == last ? y.data<float>() : acts_[i].data<float>();
     switch (s.kind) {
       case Kind::kConv: {
@@ -148,12 +174,24 @@ void FusedChainGPU::backward_impl(const Tensor& x, const Tensor& y, const Tensor
   const float* g = dy.data<float>();  // the gradient of step i's output
   for (size_t i = last + 1; i-- > 0;) {
     if (absorbed(i)) continue;  // step i + 1 wrote the gradient of its input: g holds it
+    // A pool whose conv pooled in its own kernel: the conv step runs both
+    // backwards (pooled_conv_backward); g stays the pool output's gradient.
+    if (i > 0 && pools(i - 1)) continue;
     const ChainStep& s = steps_[i];
     const Shape in_shape = step_input(i, x.shape());
-    const float* in = i == 0 ? x.data<float>() : acts_[i - 1].data<float>();
-    const float* out = i == last ? y.data<float>() : acts_[i].data<float>();
+    // Null where the tensor is never formed: the output of a conv step that
+    // pools in its own kernel (pools(i − 1): the pool reads its codes instead).
+    const auto formed = [](const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; };
+    const float* in = i == 0 ? x.data<float>() : formed(acts_[i - 1]);
+    const float* out = i == last ? y.data<float>() : formed(acts_[i]);
     const size_t t = grad_target(i);
     float* target = t > 0 ? grads_[t].data<float>() : dx ? dx->data<float>() : nullptr;
+    if (pools(i)) {
+      pooled_conv_backward(i, in_shape, in, g, target);
+      if (!target) break;
+      g = target;
+      continue;
+    }
     // The gradient before the step's epilogue activation, where the step
     // runs that activation's backward itself (conv and linear steps).
     const float* gc = g;
@@ -198,6 +236,30 @@ void FusedChainGPU::backward_impl(const Tensor& x, const Tensor& y, const Tensor
     if (!target) break;  // only the first step writes no gradient (a null dx)
     g = target;
   }
+}
+
+// Conv step i that pooled in its forward (pools(i)) and the pool after it,
+// backwards from gp, the gradient of the pool's output. Without an input
+// gradient to give (target null: the layer's first step, no dx asked) and
+// where conv_pool_wgrad_applies, the weight gradient reads gp and the codes
+// and the pool's input gradient is never formed; else the pool's backward
+// writes it from the codes (into grads_[i + 1], its buffer as a step) and
+// the conv's passes read it as usual. The same bits either way.
+void FusedChainGPU::pooled_conv_backward(size_t i, const Shape& in_shape, const float* in,
+                                         const float* gp, float* target) {
+  const ChainStep &s = steps_[i], &pool = steps_[i + 1];
+  const Conv2dShape cs = conv_shape_of(s, in_shape);
+  const unsigned char* code = codes_[i].data<unsigned char>();
+  float* dw = grad(param_at_[i]);
+  float* db = s.conv.bias ? grad(param_at_[i] + 1) : nullptr;
+  if (!target && implicit::conv_pool_wgrad_applies(cs)) {
+    implicit::conv2d_backward_params_pool(cs, in, code, gp, pool.mask_input, dw, db);
+    return;
+  }
+  float* gc = grads_[i + 1].data<float>();
+  implicit::maxpool2x2_backward_codes(cs, code, gp, pool.mask_input, gc);
+  implicit::conv2d_backward_params(cs, in, gc, dw, db);
+  if (target) implicit::conv2d_backward_data(cs, gc, param(param_at_[i]), target);
 }
 
 LayerPtr make_fused_layer(std::vector<ChainStep> steps) {

@@ -1,8 +1,32 @@
-// implicit_thin_input_kernels.cuh — the weight gradient of a 3×3, stride-1,
-// pad-1 convolution with few input channels (1 ≤ C ≤ kThinInputMaxC, K > 4:
-// an image model's first layer, 3 → 256 at 32×32) for the im2col family.
-// conv2d_implicit_gemm.cu, its only includer, launches it and adds the slices.
+// implicit_thin_input_kernels.cuh — a 3×3, stride-1, pad-1 convolution with
+// few input channels (1 ≤ C ≤ kThinInputMaxC, K > 4: an image model's first
+// layer, 3 → 256 at 32×32) for the im2col family: its forward (with the 2×2
+// max pool after it, optionally) and its weight gradient. conv2d_implicit_gemm.cu,
+// its only includer, launches them.
 //
+// ---- forward ----------------------------------------------------------------------
+// As a GEMM the forward is N·H·W × K × 9·C: a reduction of 27 for RGB, which
+// the GEMM engines pad to 32 (tensor cores: to pairs of 16) and whose time is
+// the output's memory traffic, not its multiply-adds. thin_input_fwd_kernel
+// computes it directly in FP32 FMAs, in every training.precision (as the thin
+// output kernels do): a thread owns a quad of output pixels (2i .. 2i+1,
+// 2j .. 2j+1) of one image and kTfKT output channels, holds its quad's 4×4
+// input window of each channel in registers (zeros outside the image), and
+// per output channel runs each pixel's chain acc = fma(x, w, acc) from 0 over
+// k = c·9 + r·3 + s ascending — the channel-major GEMM_K order of the FP32
+// engine, so in fp32 the bits of the GEMM path — then writes act(acc + b).
+// Block: kTfQuads consecutive quads ((n, i, j) order, lanes along j) ×
+// kTfGroups channel groups (warp-uniform), their kTfKB filters staged in
+// shared memory (rows of 9·C rounded up to 4 floats: float4 broadcast reads).
+// With the pool (TfOut::kPool): the quad is the pool's 2×2 window; the thread
+// writes the window's maximum (argmax2x2: the MaxPool2D kernels' choice, on
+// act(acc + b)) and its one-byte code (pool2x2.cuh), and the convolution's
+// output is never written: 84 MB of traffic less per CIFAR step (its 67 MB
+// output written and read again). maxpool2x2_backward_codes_kernel then
+// writes the pool's (and the ReLU's) input gradient from the codes and dy,
+// the bits of the MaxPool2D backward, reading 21 MB instead of 84.
+//
+// ---- weight gradient ----------------------------------------------------------------
 // As a GEMM this is K × (9·C + 1 bias column) × N·H·W: at most 37 columns and
 // a reduction over every pixel. The GEMM engine's 16-column tiles read dy
 // (67 MB for the CIFAR conv1 at batch 64) once per column tile; here a block
@@ -32,9 +56,11 @@
 
 #include <cstddef>
 
+#include "layers/gpu/implicit_conv_kernels.cuh"
 #include "layers/gpu/implicit_fastdiv.h"
 #include "layers/gpu/implicit_gemm_core.cuh"
 #include "layers/gpu/implicit_plan.h"
+#include "layers/gpu/pool2x2.cuh"
 
 namespace hpmc::gpu::implicit_detail {
 
@@ -50,6 +76,14 @@ struct TiArgs {
   int units;  // N·H·⌈W/32⌉ (< 2^30: the host checks)
   FastDiv fCb;  // ⌈W/32⌉
   FastDiv fH;
+  // The pooled form (POOLED = true): dy is the 2×2 max pool's input gradient,
+  // not formed: built per unit from the pool's output gradient gp
+  // [N][K][qh][qw] and its codes (thin_input_fwd_kernel, TfOut::kPool), with
+  // the ReLU's mask when relu. qw % 4 == 0 (whole 4-byte code words).
+  const float* gp;
+  const unsigned char* code;
+  int qh, qw;
+  bool relu;
 };
 
 constexpr int kTiStages = 4;  // units in flight: cp.async ring depth
@@ -61,24 +95,58 @@ struct TiSmem {
 
 __host__ __device__ constexpr size_t thin_input_smem_bytes() { return sizeof(TiSmem); }
 
+// The pooled form's unit in a ds buffer: gs[k][j] = gp[n][k0 + k][h/2][q0/2 + j]
+// (j < 16, row stride kTiGsLd) and the code words cs[k][w] (4 codes each,
+// w < 4, row stride kTiCsLd words); odd strides: the lanes' (k) reads hit
+// distinct banks.
+constexpr int kTiGsLd = kTiCols / 2 + 1;
+constexpr int kTiCsLd = kTiCols / 8 + 1;
+static_assert(kTiKB * (kTiGsLd + kTiCsLd) <= kTiKB * kTiDsLd, "the pooled unit fits a ds buffer");
+
 // Copy unit u's dy rows and x window into buffer b (this thread's share; the
 // caller commits). blockDim.x is a multiple of 32, so a thread's dy column
 // q = tid mod 32 is the same for all its rows k = tid / 32 + j·blockDim/32.
+template <bool POOLED>
 __device__ __forceinline__ void ti_issue(const TiArgs& a, const float* __restrict__ x,
                                          const float* __restrict__ dy, int k0, int u, int b,
                                          TiSmem& sm) {
   int rest, cb, n, h;
   a.fCb.divmod(u, rest, cb);
   a.fH.divmod(rest, n, h);
-  const int q0 = cb * kTiCols, q = threadIdx.x & 31, kstep = blockDim.x >> 5;
-  const bool qok = q0 + q < a.W;
-  int k = threadIdx.x >> 5;
-  const float* src = dy + (((size_t)n * a.K + k0 + k) * a.H + h) * a.W + q0 + q;
-  const size_t src_step = (size_t)kstep * a.HW;
-  float* dst = &sm.ds[b][k * kTiDsLd + q];
-  for (; k < kTiKB; k += kstep, src += src_step, dst += kstep * kTiDsLd) {
-    const bool ok = qok && k0 + k < a.K;
-    copy4(dst, ok ? src : dy, ok);
+  const int q0 = cb * kTiCols;
+  if constexpr (POOLED) {
+    // pooled row i = h/2 (none past the last window: zeros), columns j0 + j
+    const int i = h >> 1, j0 = q0 >> 1;
+    const bool rowok = i < a.qh;
+    const size_t row = ((size_t)n * a.K + k0) * a.qh + i;  // (n, k0, i)'s pooled row
+    const size_t kstride = (size_t)a.qh;                   // rows from one channel to the next
+    float* gs = sm.ds[b];
+    const int j = threadIdx.x & 15;
+    for (int k = threadIdx.x >> 4; k < kTiKB; k += blockDim.x >> 4) {
+      const bool ok = rowok && k0 + k < a.K && j0 + j < a.qw;
+      copy4(&gs[k * kTiGsLd + j], ok ? a.gp + (row + k * kstride) * a.qw + j0 + j : a.gp, ok);
+    }
+    float* cs = gs + kTiKB * kTiGsLd;  // code words, copied as 4-byte pieces
+    const int w = threadIdx.x & 3;
+    const float* codes = reinterpret_cast<const float*>(a.code);
+    for (int k = threadIdx.x >> 2; k < kTiKB; k += blockDim.x >> 2) {
+      const bool ok = rowok && k0 + k < a.K && j0 + 4 * w < a.qw;
+      copy4(&cs[k * kTiCsLd + w],
+            ok ? reinterpret_cast<const float*>(a.code + (row + k * kstride) * a.qw + j0 + 4 * w)
+               : codes,
+            ok);
+    }
+  } else {
+    const int q = threadIdx.x & 31, kstep = blockDim.x >> 5;
+    const bool qok = q0 + q < a.W;
+    int k = threadIdx.x >> 5;
+    const float* src = dy + (((size_t)n * a.K + k0 + k) * a.H + h) * a.W + q0 + q;
+    const size_t src_step = (size_t)kstep * a.HW;
+    float* dst = &sm.ds[b][k * kTiDsLd + q];
+    for (; k < kTiKB; k += kstep, src += src_step, dst += kstep * kTiDsLd) {
+      const bool ok = qok && k0 + k < a.K;
+      copy4(dst, ok ? src : dy, ok);
+    }
   }
   for (int e = threadIdx.x; e < a.C * 3 * 34; e += blockDim.x) {
     const int cr = e / 34, j = e - cr * 34, c = cr / 3, r = cr - 3 * c;
@@ -89,7 +157,11 @@ __device__ __forceinline__ void ti_issue(const TiArgs& a, const float* __restric
   }
 }
 
-// blockDim.x = 2·kTiKG·C.
+// blockDim.x = 2·kTiKG·C. POOLED: dy from the pool's gp and codes (TiArgs),
+// each pixel's value the one maxpool2x2_backward_codes_kernel would write
+// (0 + gp at the window's chosen position, unless masked; 0 elsewhere), so
+// the same sums as on the formed dy.
+template <bool POOLED>
 __global__ void __launch_bounds__(2 * kTiKG * kThinInputMaxC)
     thin_input_wgrad_kernel(const __grid_constant__ TiArgs a, const float* __restrict__ x,
                             const float* __restrict__ dy, int per, bool with_db,
@@ -115,7 +187,7 @@ __global__ void __launch_bounds__(2 * kTiKG * kThinInputMaxC)
 
 #pragma unroll
   for (int j = 0; j < kTiStages - 1; ++j) {
-    if (u0 + j < u1) ti_issue(a, x, dy, k0, u0 + j, j, sm);
+    if (u0 + j < u1) ti_issue<POOLED>(a, x, dy, k0, u0 + j, j, sm);
     copy_commit();  // possibly empty: one group per unit keeps the count
   }
   for (int u = u0, b = 0; u < u1; ++u, b = b + 1 == kTiStages ? 0 : b + 1) {
@@ -124,10 +196,24 @@ __global__ void __launch_bounds__(2 * kTiKG * kThinInputMaxC)
     {
       const int un = u + kTiStages - 1;
       const int bn = b == 0 ? kTiStages - 1 : b - 1;  // (u − 1)'s buffer
-      if (un < u1) ti_issue(a, x, dy, k0, un, bn, sm);
+      if (un < u1) ti_issue<POOLED>(a, x, dy, k0, un, bn, sm);
       copy_commit();
     }
     const float* dsb = sm.ds[b] + kg * kTiDsLd;
+    // pooled: this thread's rows of gs and cs, and the window position of
+    // this unit's row (h odd: the bottom row, positions 2 and 3)
+    const float* gsb = sm.ds[b] + kg * kTiGsLd + 8 * half;
+    const unsigned* csb =
+        reinterpret_cast<const unsigned*>(sm.ds[b] + kTiKB * kTiGsLd) + kg * kTiCsLd + 2 * half;
+    int bottom = 0;
+    if constexpr (POOLED) {
+      int rest, cbu, nu, hu;
+      a.fCb.divmod(u, rest, cbu);
+      a.fH.divmod(rest, nu, hu);
+      bottom = (hu & 1) * 2;
+    }
+    float g[4];
+    int pos[4];
     const float* xsb = sm.xs[b] + c * 3 * kTiXsLd + 16 * half;
     float xw[3][3];
 #pragma unroll
@@ -143,8 +229,23 @@ __global__ void __launch_bounds__(2 * kTiKG * kThinInputMaxC)
         xw[r][2] = xsb[r * kTiXsLd + q + 2];
       }
       float d[4];
+      if constexpr (POOLED) {
+        if (q % 2 == 0) {  // a new window: its gradient and position, for q and q + 1
 #pragma unroll
-      for (int i = 0; i < 4; ++i) d[i] = dsb[i * kTiKG * kTiDsLd + 16 * half + q];
+          for (int i = 0; i < 4; ++i) {
+            const unsigned word = csb[i * kTiKG * kTiCsLd + q / 8];
+            const unsigned code = (word >> (8 * ((q / 2) % 4))) & 0xffu;
+            const float gv = gsb[i * kTiKG * kTiGsLd + q / 2];
+            g[i] = a.relu && (code & kPoolNotPositive) ? 0.0f : 0.0f + gv;
+            pos[i] = int(code & 3u);
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) d[i] = pos[i] == bottom + q % 2 ? g[i] : 0.0f;
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) d[i] = dsb[i * kTiKG * kTiDsLd + 16 * half + q];
+      }
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -210,6 +311,154 @@ __global__ void __launch_bounds__(32 * kTiReduceWarps)
   const int col = int(i - k * ld);
   float* o = col < CRS ? dw + (k * CRS + col) : db + k;
   *o = (float)((double)*o + t);
+}
+
+// ---- forward (see the top of the file) ------------------------------------------------
+
+constexpr int kTfQuads = 64;                      // quads per block (two warps)
+constexpr int kTfGroups = 4;                      // output-channel groups per block
+constexpr int kTfKT = 32;                         // output channels per thread ...
+constexpr int kTfKP = 8;                          // ... in passes of kTfKP (accumulators)
+constexpr int kTfKB = kTfGroups * kTfKT;          // output channels per block
+constexpr int kTfThreads = kTfQuads * kTfGroups;  // 256
+
+struct TfArgs {
+  int N, H, W, K, HW, CHW;
+  int qh, qw;  // quads per column and per row: ⌈H/2⌉, ⌈W/2⌉ (pooled: ⌊H/2⌋, ⌊W/2⌋)
+  int quads;   // N·qh·qw (< 2^31: the host checks)
+  FastDiv fqw, fqh;
+  bool vec;    // W even and y 8-byte aligned: a quad's rows are float2 stores
+};
+
+enum class TfOut { kPlain, kAct, kPool };  // y; y with any activation; pooled y + codes
+
+// Grid: (⌈quads / kTfQuads⌉, ⌈K / kTfKB⌉); kTfThreads threads. act: the ReLU
+// flag (kPlain, kPool) or any activation (kAct), applied to acc + b.
+template <int C, TfOut OUT>
+__global__ void __launch_bounds__(kTfThreads)
+    thin_input_fwd_kernel(const __grid_constant__ TfArgs a, const float* __restrict__ x,
+                          const float* __restrict__ w, const float* __restrict__ bias,
+                          EpiAct<OUT == TfOut::kAct> act, float* __restrict__ y,
+                          unsigned char* __restrict__ code) {
+  constexpr int CRS = 9 * C, LD = (CRS + 3) / 4 * 4;
+  __shared__ __align__(16) float ws[kTfKB * LD];
+  const int k0 = blockIdx.y * kTfKB;
+  for (int e = threadIdx.x; e < kTfKB * LD; e += blockDim.x) {
+    const int k = e / LD, j = e - k * LD;
+    ws[e] = k0 + k < a.K && j < CRS ? __ldg(w + (size_t)(k0 + k) * CRS + j) : 0.f;
+  }
+  __syncthreads();
+  const int quad = blockIdx.x * kTfQuads + threadIdx.x % kTfQuads;
+  const int kg = threadIdx.x / kTfQuads;  // warp-uniform
+  if (quad >= a.quads || k0 + kg * kTfKT >= a.K) return;  // no barrier after this point
+  int rest, i, j, n;
+  a.fqw.divmod(quad, rest, j);
+  a.fqh.divmod(rest, n, i);
+
+  float xw[C][4][4];  // x[n][c][2i − 1 + r][2j − 1 + s]
+  const float* xn = x + (size_t)n * a.CHW;
+#pragma unroll
+  for (int c = 0; c < C; ++c)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int hh = 2 * i - 1 + r;
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const int ww = 2 * j - 1 + s;
+        const bool ok = (unsigned)hh < (unsigned)a.H && (unsigned)ww < (unsigned)a.W;
+        xw[c][r][s] = ok ? __ldg(xn + (size_t)c * a.HW + hh * a.W + ww) : 0.f;
+      }
+    }
+
+#pragma unroll 1
+  for (int kp = 0; kp < kTfKT; kp += kTfKP) {
+    const int kb = kg * kTfKT + kp;  // the pass's first channel in the block
+    float acc[kTfKP][4];
+#pragma unroll
+    for (int kk = 0; kk < kTfKP; ++kk) {
+      float wr[LD];
+#pragma unroll
+      for (int v = 0; v < LD / 4; ++v) {
+        const float4 t = *reinterpret_cast<const float4*>(ws + (kb + kk) * LD + 4 * v);
+        wr[4 * v] = t.x, wr[4 * v + 1] = t.y, wr[4 * v + 2] = t.z, wr[4 * v + 3] = t.w;
+      }
+#pragma unroll
+      for (int p = 0; p < 4; ++p) acc[kk][p] = 0.f;
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+#pragma unroll
+        for (int r = 0; r < 3; ++r)
+#pragma unroll
+          for (int s = 0; s < 3; ++s)
+#pragma unroll
+            for (int p = 0; p < 4; ++p)
+              acc[kk][p] = fmaf(xw[c][(p >> 1) + r][(p & 1) + s], wr[c * 9 + r * 3 + s],
+                                acc[kk][p]);
+    }
+#pragma unroll
+    for (int kk = 0; kk < kTfKP; ++kk) {
+      const int ch = k0 + kb + kk;
+      if (ch >= a.K) break;
+      const float b = bias ? __ldg(bias + ch) : 0.f;
+      float v[4];
+#pragma unroll
+      for (int p = 0; p < 4; ++p) v[p] = act.apply(acc[kk][p] + b, ch);
+      const size_t plane = (size_t)n * a.K + ch;
+      if constexpr (OUT == TfOut::kPool) {
+        const int at = argmax2x2(v[0], v[1], v[2], v[3]);
+        const float m = pick4(at, v[0], v[1], v[2], v[3]);
+        const size_t o = (plane * a.qh + i) * a.qw + j;
+        y[o] = m;
+        code[o] = pool_code(at, m);
+      } else {
+        float* row = y + (plane * a.H + 2 * i) * a.W + 2 * j;
+        if (a.vec && 2 * i + 1 < a.H) {
+          *reinterpret_cast<float2*>(row) = make_float2(v[0], v[1]);
+          *reinterpret_cast<float2*>(row + a.W) = make_float2(v[2], v[3]);
+        } else {
+#pragma unroll
+          for (int p = 0; p < 4; ++p)
+            if (2 * i + (p >> 1) < a.H && 2 * j + (p & 1) < a.W) row[(p >> 1) * a.W + (p & 1)] = v[p];
+        }
+      }
+    }
+  }
+}
+
+// The 2×2 pool's input gradient from its codes (thin_input_fwd_kernel,
+// TfOut::kPool): quad (plane, i, j) of dx [planes][H][W] gets 0 + dy at its
+// code's position (0 when relu and the code says not positive) and 0 at the
+// other three; the pixels no window covers (the last row or column of an odd
+// H or W) get 0. The bits of the MaxPool2D backward kernels. One thread per
+// quad of ⌈H/2⌉·⌈W/2⌉; qh, qw the pooled sizes ⌊H/2⌋, ⌊W/2⌋.
+__global__ void maxpool2x2_backward_codes_kernel(const unsigned char* __restrict__ code,
+                                                 const float* __restrict__ dy,
+                                                 float* __restrict__ dx, unsigned quads,
+                                                 FastDiv fcw, FastDiv fch, int H, int W, int qh,
+                                                 int qw, bool relu, bool vec) {
+  for (unsigned e = blockIdx.x * blockDim.x + threadIdx.x; e < quads;
+       e += gridDim.x * blockDim.x) {
+    int rest, j, plane, i;
+    fcw.divmod(int(e), rest, j);
+    fch.divmod(rest, plane, i);
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    if (i < qh && j < qw) {
+      const size_t o = ((size_t)plane * qh + i) * qw + j;
+      const unsigned char c = __ldg(code + o);
+      const float g = relu && (c & kPoolNotPositive) ? 0.0f : 0.0f + __ldg(dy + o);
+#pragma unroll
+      for (int p = 0; p < 4; ++p) v[p] = (c & 3) == p ? g : 0.0f;
+    }
+    float* row = dx + ((size_t)plane * H + 2 * i) * W + 2 * j;
+    if (vec && 2 * i + 1 < H) {
+      *reinterpret_cast<float2*>(row) = make_float2(v[0], v[1]);
+      *reinterpret_cast<float2*>(row + W) = make_float2(v[2], v[3]);
+    } else {
+#pragma unroll
+      for (int p = 0; p < 4; ++p)
+        if (2 * i + (p >> 1) < H && 2 * j + (p & 1) < W) row[(p >> 1) * W + (p & 1)] = v[p];
+    }
+  }
 }
 
 }  // namespace hpmc::gpu::implicit_detail

@@ -28,6 +28,7 @@
 
 #include "core/cuda_check.h"
 #include "layers/gpu/implicit_fastdiv.h"
+#include "layers/gpu/pool2x2.cuh"
 #include "layers/gpu/resample_kernels.h"
 #include "layers/gpu/simple_kernels.h"
 #include "layers/gpu/simple_layers.h"
@@ -189,25 +190,6 @@ __global__ void maxpool_backward_kernel(const float* __restrict__ x, const float
         if (window_argmax(xp, w, i * s, j * s, k) == off) sum += dyp[size_t(i) * ow + j];
     dx[t] = relu && !(xp[off] > 0.0f) ? 0.0f : sum;
   }
-}
-
-// Position (0..3, row-major) of the first maximum of the 2×2 window (a, b / c, d),
-// or of its first NaN: window_argmax's scan, unrolled.
-__device__ __forceinline__ int argmax2x2(float a, float b, float c, float d) {
-  if (isnan(a)) return 0;
-  int best = 0;
-  float bv = a;
-  if (isnan(b)) return 1;
-  if (b > bv) bv = b, best = 1;
-  if (isnan(c)) return 2;
-  if (c > bv) bv = c, best = 2;
-  if (isnan(d)) return 3;
-  if (d > bv) best = 3;
-  return best;
-}
-
-__device__ __forceinline__ float pick4(int i, float a, float b, float c, float d) {
-  return i == 0 ? a : i == 1 ? b : i == 2 ? c : d;
 }
 
 // 2×2 windows, stride 2, H even, W % 4 == 0, so pooled row R of the whole
