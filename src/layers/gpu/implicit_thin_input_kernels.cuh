@@ -206,6 +206,7 @@ __global__ void __launch_bounds__(2 * kTiKG * kThinInputMaxC)
     const unsigned* csb =
         reinterpret_cast<const unsigned*>(sm.ds[b] + kTiKB * kTiGsLd) + kg * kTiCsLd + 2 * half;
     int bottom = 0;
+    const unsigned pos_bits = a.relu ? 3u | kPoolNotPositive : 3u;
     if constexpr (POOLED) {
       int rest, cbu, nu, hu;
       a.fCb.divmod(u, rest, cbu);
@@ -234,10 +235,10 @@ __global__ void __launch_bounds__(2 * kTiKG * kThinInputMaxC)
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             const unsigned word = csb[i * kTiKG * kTiCsLd + q / 8];
-            const unsigned code = (word >> (8 * ((q / 2) % 4))) & 0xffu;
-            const float gv = gsb[i * kTiKG * kTiGsLd + q / 2];
-            g[i] = a.relu && (code & kPoolNotPositive) ? 0.0f : 0.0f + gv;
-            pos[i] = int(code & 3u);
+            // with the ReLU's mask, a masked window's position (bit 2 set)
+            // matches no pixel: its gradient is 0 everywhere
+            g[i] = 0.0f + gsb[i * kTiKG * kTiGsLd + q / 2];
+            pos[i] = int((word >> (8 * ((q / 2) % 4))) & pos_bits);
           }
         }
 #pragma unroll
