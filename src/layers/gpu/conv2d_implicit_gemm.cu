@@ -1196,9 +1196,10 @@ void conv2d_backward_params(const Conv2dShape& s, const float* x, const float* d
   if (db) add_bias_grad(a, dy, db, "implicit conv2d backward_params (bias)");
 }
 
+// Not a function of the batch: the codes' backward runs in chunks of images
+// whose windows fit its 32-bit index (one image's: K·P·Q < 2^30, check_shape).
 bool conv_pool_applies(const Conv2dShape& s) {
-  return thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad) && s.H >= 2 && s.W >= 2 &&
-         (long long)s.N * s.K * ((s.H + 1) / 2) * ((s.W + 1) / 2) <= INT_MAX;
+  return thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad) && s.H >= 2 && s.W >= 2;
 }
 
 bool conv_pool_wgrad_applies(const Conv2dShape& s) {
@@ -1223,14 +1224,20 @@ void maxpool2x2_backward_codes(const Conv2dShape& s, const unsigned char* code,
                                const float* dy_pool, bool relu, float* dx) {
   if (!conv_pool_applies(s))
     throw RuntimeError("maxpool2x2_backward_codes: the shape is not conv_pool_applies'");
+  check_shape(s);
   const int ch = (s.H + 1) / 2, cw = (s.W + 1) / 2;
-  const long long quads = (long long)s.N * s.K * ch * cw;
-  if (quads == 0) return;
+  const long long per_image = (long long)s.K * ch * cw;  // windows, and quads of dx
+  if (per_image == 0 || s.N == 0) return;
   const bool vec = s.W % 2 == 0 && aligned8(dx);
-  maxpool2x2_backward_codes_kernel<<<grid_stride_blocks(quads), 256>>>(
-      code, dy_pool, dx, unsigned(quads), FastDiv(cw), FastDiv(ch), s.H, s.W, s.H / 2, s.W / 2,
-      relu, vec);
-  HPMC_CUDA_LAUNCH_CHECK("maxpool2d backward from the pooled convolution's codes");
+  const long long chunk = std::max(1ll, (long long)INT_MAX / per_image);  // images a launch
+  const size_t pooled = size_t(s.K) * (s.H / 2) * (s.W / 2), plane = size_t(s.K) * s.H * s.W;
+  for (long long n0 = 0; n0 < s.N; n0 += chunk) {
+    const long long quads = std::min(chunk, s.N - n0) * per_image;
+    maxpool2x2_backward_codes_kernel<<<grid_stride_blocks(quads), 256>>>(
+        code + n0 * pooled, dy_pool + n0 * pooled, dx + n0 * plane, unsigned(quads), FastDiv(cw),
+        FastDiv(ch), s.H, s.W, s.H / 2, s.W / 2, relu, vec);
+    HPMC_CUDA_LAUNCH_CHECK("maxpool2d backward from the pooled convolution's codes");
+  }
 }
 
 void conv2d_backward_params_pool(const Conv2dShape& s, const float* x, const unsigned char* code,

@@ -49,7 +49,12 @@
 // through shared memory, and half 0 writes the slice's rows
 //   ws[z][k][c·9 + r·3 + s] (and ws[z][k][9·C] = db when asked),
 // which thin_input_reduce_kernel adds up into dw and db, in double. Every sum
-// has a fixed order: results repeat bit for bit.
+// has a fixed order: results repeat bit for bit. After a pooled forward
+// (POOLED), a unit's dy rows are not copied but built: the copies bring the
+// pool's output gradient and codes for the unit's pooled row, and each
+// thread forms its pixels' dy from them as it reads them (0 + gp at the
+// window's chosen pixel, 0 elsewhere): the values maxpool2x2_backward_codes_kernel
+// would have written, so the same sums.
 #pragma once
 
 #include <cuda_runtime.h>
