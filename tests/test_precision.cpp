@@ -644,8 +644,8 @@ TEST(PrecisionTraining, Bf16TracksFp32) {
 // On the GPU's tensor cores (--impl im2col): bf16 rounds the operands as the
 // CPU does (to nearest even), so the MLP's trajectory is the CPU bf16 one up
 // to the order of FP32 sums; tf32 and bf16 both track fp32, the autoencoder
-// too (its one-channel last layer keeps FP32 products on the GPU, so it
-// only tracks the CPU's bf16 run).
+// too (its one-channel first and last layers keep FP32 products on the GPU,
+// so it only tracks the CPU's bf16 run).
 TEST(PrecisionTraining, TensorCoresTrackTheCpu) {
   HPMC_REQUIRE_GPU();
   {
