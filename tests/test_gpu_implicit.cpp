@@ -792,6 +792,11 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0,
   const char* tile_names[] = {"L", "M", "S", "ThinN", "ThinM", "WN", "WM", "WQ", "WL"};
   for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kWeightGrad}) {
     const int kt = conv_ktiles(s, pass);
+    // In bf16 the channels-last kernel where it applies, once (it has its own tile).
+    bool nhwc_left = g_products == Precision::kBf16 &&
+                     (pass == ConvPass::kForward        ? nhwc_forward(s.C, s.K)
+                      : pass == ConvPass::kBackwardData ? nhwc_backward_data(s.stride, s.C, s.K)
+                                                        : false);
     for (int t = 0; t < 9; ++t) {
       if (!only.empty() && std::find(only.begin(), only.end(), all_tiles[t]) == only.end())
         continue;
@@ -799,12 +804,15 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0,
                           : pass == ConvPass::kBackwardData
                               ? tap_major_backward_data(s.stride, s.C, s.K)
                               : tap_major_weight_grad(s.C, all_tiles[t]);
+      const bool with_nhwc = nhwc_left;
+      nhwc_left = false;
       for (int splits : {1, 3, kt})
-        for (bool tap : {false, true}) {
-          if (tap && !tap_ok) continue;
-          const ConvPlan p = make_conv_plan(s, pass, all_tiles[t], splits, tap);
+        for (int order = 0; order < 3; ++order) {
+          const bool tap = order > 0, nhwc = order == 2;
+          if ((tap && !tap_ok) || (nhwc && !with_nhwc)) continue;
+          const ConvPlan p = make_conv_plan(s, pass, all_tiles[t], splits, tap, nhwc);
           SCOPED_TRACE(str("pass ", int(pass), " tile ", tile_names[t], " splits ", p.splits,
-                           " tps ", p.tps, " tap ", tap));
+                           " tps ", p.tps, " tap ", tap, " nhwc ", nhwc));
           if (pass == ConvPass::kForward) {
             DevArray y(dy.size(), misalign);
             y.upload(std::vector<float>(dy.size(), kNaN), kGuard);
@@ -947,6 +955,97 @@ TEST_P(GpuImplicitTc, EveryTileSplitAndOrder) {
   check_planned({2, 16, 9, 11, 24, 3, 3, 1, 1}, seed++, /*misalign=*/1);
   using gpu::implicit_detail::Tile;
   check_planned({2, 128, 13, 11, 200, 3, 3, 1, 1}, seed++, 0, {Tile::kWN, Tile::kWM, Tile::kWQ});
+  // bf16's channels-last kernel in both passes: partial tiles along M (126) and N (64).
+  check_planned({2, 32, 7, 9, 64, 3, 3, 1, 1}, seed++, 0, {Tile::kL});
+}
+
+// bf16's channels-last kernel (implicit_nhwc_kernels.cuh) against the FP32-stage
+// engine on the same plan: the same roundings and mma sequence, so the same
+// bits wherever the slices' boundaries agree (one slice, or tps % 4 == 0);
+// against the double reference everywhere; with the forward's epilogues
+// (bias, ReLU, any activation, split sums); batch 1, odd sizes, partial
+// 128-row and 128-column tiles, 5×5, stride 2 (forward only), CIFAR's conv2.
+// Its plans are checked, and refused outside bf16.
+TEST_P(GpuImplicitTc, ChannelsLastKernelMatchesTheEngine) {
+  HPMC_REQUIRE_GPU();
+  if (GetParam() != Precision::kBf16) GTEST_SKIP() << "the channels-last kernel is bf16's";
+  using namespace gpu::implicit_detail;
+  const TensorCores tc(GetParam());
+  const ConvCase cases[] = {{2, 64, 16, 16, 96, 3, 3, 1, 1}, {1, 32, 5, 7, 160, 3, 3, 1, 1},
+                            {3, 96, 9, 6, 32, 5, 5, 1, 2},   {2, 32, 11, 13, 64, 3, 3, 2, 1},
+                            {4, 256, 16, 16, 128, 3, 3, 1, 1}};
+  uint64_t seed = 17600;
+  int same_bits_runs = 0;
+  for (const ConvCase& cc : cases) {
+    const Conv2dShape s = cc.shape();
+    SCOPED_TRACE(describe(s));
+    Rng rng(seed++);
+    const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
+    const std::vector<float> w = random_floats(s.weight_count(), rng);
+    const std::vector<float> b = random_floats(size_t(s.K), rng);
+    const std::vector<float> dy = random_floats(size_t(s.N) * s.out_sample(), rng);
+    auto x_in = input(x), w_in = input(w), b_in = input(b), dy_in = input(dy);
+    const std::vector<double> want_y = ref_forward(s, operands(x), operands(w), &b);
+    const std::vector<double> want_dx = ref_backward_data(s, operands(dy), operands(w));
+    for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData}) {
+      const bool fwd = pass == ConvPass::kForward;
+      const bool applies =
+          fwd ? nhwc_forward(s.C, s.K) : nhwc_backward_data(s.stride, s.C, s.K);
+      EXPECT_EQ(plan_conv(s, pass).nhwc, applies);
+      if (!applies) {
+        EXPECT_THROW(make_conv_plan(s, pass, Tile::kL, 1, true, true), RuntimeError);
+        continue;
+      }
+      EXPECT_THROW(make_conv_plan(s, pass, Tile::kL, 1, false, true), RuntimeError);
+      const size_t out_size = fwd ? dy.size() : x.size();
+      for (int splits : {1, 2, 3, 5}) {
+        const ConvPlan p0 = make_conv_plan(s, pass, Tile::kL, splits, true, false);
+        const ConvPlan p1 = make_conv_plan(s, pass, Tile::kL, splits, true, true);
+        SCOPED_TRACE(str(fwd ? "forward" : "backward_data", " splits ", p1.splits, " tps ",
+                         p1.tps));
+        const bool same_slices = p1.splits == 1 || p1.tps % 4 == 0;
+        for (const Activation& act : {Activation::none(), Activation::relu(), Activation::tanh()}) {
+          if (!fwd && !act.is_none()) continue;
+          DevArray o0(out_size), o1(out_size);
+          o0.upload(std::vector<float>(out_size, kNaN), kGuard);
+          o1.upload(std::vector<float>(out_size, kNaN), kGuard);
+          if (fwd) {
+            conv_forward_planned(s, p0, x_in->ptr(), w_in->ptr(), b_in->ptr(), o0.ptr(), act);
+            conv_forward_planned(s, p1, x_in->ptr(), w_in->ptr(), b_in->ptr(), o1.ptr(), act);
+          } else {
+            conv_backward_data_planned(s, p0, dy_in->ptr(), w_in->ptr(), o0.ptr());
+            conv_backward_data_planned(s, p1, dy_in->ptr(), w_in->ptr(), o1.ptr());
+          }
+          finish("channels-last pass");
+          EXPECT_TRUE(o1.guards_intact(kGuard));
+          const std::vector<float> got = o1.payload(), eng = o0.payload();
+          if (act.is_none()) EXPECT_TRUE(matches(got, fwd ? want_y : want_dx));
+          if (same_slices) {
+            EXPECT_EQ(0, std::memcmp(got.data(), eng.data(), got.size() * 4))
+                << "not the engine's bits (" << act_name(act) << ")";
+            ++same_bits_runs;
+          }
+          if (act.kind == ActKind::kRelu) {
+            DevArray plain(out_size);
+            conv_forward_planned(s, p1, x_in->ptr(), w_in->ptr(), b_in->ptr(), plain.ptr());
+            finish("channels-last forward, no activation");
+            EXPECT_TRUE(relu_of(plain.payload(), got));
+          }
+        }
+      }
+      // Refused outside bf16, with one line.
+      const ConvPlan p1 = make_conv_plan(s, pass, Tile::kL, 1, true, true);
+      const ScopedPrecision fp32(Precision::kFp32);
+      DevArray o(out_size);
+      if (fwd)
+        EXPECT_THROW(conv_forward_planned(s, p1, x_in->ptr(), w_in->ptr(), b_in->ptr(), o.ptr()),
+                     RuntimeError);
+      else
+        EXPECT_THROW(conv_backward_data_planned(s, p1, dy_in->ptr(), w_in->ptr(), o.ptr()),
+                     RuntimeError);
+    }
+  }
+  EXPECT_GT(same_bits_runs, 20);
 }
 
 // Small, for compute-sanitizer (scripts/gpu-check sanitize): every tile's
@@ -1480,6 +1579,22 @@ TEST(ImplicitPlan, TileChoices) {
 // The CIFAR autoencoder at batch 64 (conv1 … conv4; conv5 is thin): which
 // tile, how many slices and which GEMM_K order each pass runs with (the
 // weight gradient's tap-major columns: its tile's BN divides C).
+// bf16's channels-last kernel: a tap-major forward with C % 32 == 0, a
+// tap-major backward_data with K % 32 == 0 (stride 1).
+TEST(ImplicitPlan, ChannelsLastRule) {
+  using namespace gpu::implicit_detail;
+  EXPECT_TRUE(nhwc_forward(256, 128));
+  EXPECT_TRUE(nhwc_forward(32, 4));
+  EXPECT_FALSE(nhwc_forward(48, 64));   // 48 channels: k-tiles of 32 would cross taps
+  EXPECT_FALSE(nhwc_forward(3, 256));   // not tap-major
+  EXPECT_FALSE(nhwc_forward(64, 6));    // not tap-major (K % 4)
+  EXPECT_TRUE(nhwc_backward_data(1, 256, 128));
+  EXPECT_FALSE(nhwc_backward_data(1, 5, 64));       // C % 4: not tap-major
+  EXPECT_FALSE(nhwc_backward_data(2, 256, 128));  // stride 2: not tap-major
+  EXPECT_FALSE(nhwc_backward_data(1, 256, 48));
+  EXPECT_FALSE(nhwc_backward_data(1, 256, 16));
+}
+
 TEST(ImplicitPlan, CifarBatch64) {
   using namespace gpu::implicit_detail;
   struct Want {

@@ -139,6 +139,13 @@
 //             plan, loaders and epilogue, each operand rounded to tf32 or bf16 as
 //             it is read from shared memory, products summed in FP32 by mma.sync.
 //             Large plain products (gemm_large.h's rule) run on gemm_tc.h's engine.
+//             In bf16 a tap-major forward with C % 32 == 0 and a tap-major
+//             backward_data with K % 32 == 0 (ConvPlan::nhwc, implicit_plan.h's
+//             nhwc_forward / nhwc_backward_data) run instead on the channels-last
+//             kernel (implicit_nhwc_kernels.cuh, conv_nhwc below): the input
+//             converted to NHWC bf16 and the weights to bf16 rows of k by two
+//             passes, then 16-byte copies and ldmatrix fragments; the same bits
+//             as the plan on the FP32-stage engine where the slices agree.
 //             The thin kernels (K ≤ 4), the few-input-channel weight gradient and
 //             the thin fold keep FP32 products: they are memory-bound, and their
 //             results are the more accurate. Needs compute capability 8.0
@@ -150,6 +157,7 @@
 //                           async copies, the matrix loaders and the row-major epilogue
 // implicit_gemm_wide.cuh    the warp-tiled main loop with 8×16 thread tiles
 // implicit_gemm_tc.cuh      the tensor-core main loop (tf32, bf16)
+// implicit_nhwc_kernels.cuh bf16's channels-last forward and backward_data kernel
 // implicit_conv_kernels.cuh the conv loaders and epilogue, and every __global__ kernel
 // implicit_upconv_kernels.cuh the upsample fold's loaders, epilogue and kernels
 // implicit_thin_input_kernels.cuh the few-input-channel weight gradient
@@ -181,6 +189,7 @@
 #include "layers/gpu/implicit_conv.h"
 #include "layers/gpu/implicit_conv_kernels.cuh"
 #include "layers/gpu/implicit_gemm_core.cuh"
+#include "layers/gpu/implicit_nhwc_kernels.cuh"
 #include "layers/gpu/implicit_plan.h"
 #include "layers/gpu/implicit_thin_input_kernels.cuh"
 #include "layers/gpu/implicit_upconv_kernels.cuh"
@@ -498,6 +507,72 @@ void activate_inplace(float* y, long long count, int plane, int Nch, const Activ
   HPMC_CUDA_LAUNCH_CHECK(what);
 }
 
+// The channels-last bf16 pass of an nhwc plan (implicit_nhwc_kernels.cuh):
+// forward (dgrad false: in = x, out = y with bias b and act) or backward_data
+// (in = dy, out = dx). The workspace holds the split slices, then `in` in
+// NHWC bf16, then the weights as bf16 rows of k. Slices of ⌈tps/4⌉ k-tiles
+// of 32 (the plan's k-tiles are 8): the same slice boundaries, and so the
+// same bits as the plan on implicit_gemm_tc.cuh's engine, when tps % 4 == 0.
+void conv_nhwc(const ConvArgs& a, bool dgrad, const ConvPlan& p, const float* in,
+               const float* w, const float* b, const Activation& act, float* out,
+               const char* what) {
+  namespace nh = nhwc;
+  if (current_precision() != Precision::kBf16)
+    throw RuntimeError(str(what, ": the channels-last kernel runs in training.precision bf16,"
+                           " not ", precision_name(current_precision())));
+  const int kdim = dgrad ? a.KRS : a.CRS, kt = kdim / nh::kBKN;
+  const int tps = p.splits == 1 ? kt : std::max(1, (p.tps + 3) / 4);
+  const int splits = (kt + tps - 1) / tps;
+  const long long M = dgrad ? a.NHW : a.NPQ;
+  const int Nch = dgrad ? a.C : a.K, plane = dgrad ? a.HW : a.PQ;
+  const int cin = dgrad ? a.K : a.C, in_plane = dgrad ? a.PQ : a.HW;
+  const long long count = M * Nch, in_count = (long long)a.N * cin * in_plane;
+  const long long w_count = (long long)a.K * a.CRS;
+  const size_t slice_floats = splits > 1 ? round4(size_t(splits) * size_t(count)) : 0;
+  const size_t in_floats = round4(size_t(in_count + 1) / 2);  // bf16 pairs
+  const size_t w_floats = round4(size_t(w_count + 1) / 2);
+  float* ws = scratch().get(slice_floats + in_floats + w_floats);
+  uint16_t* inh = reinterpret_cast<uint16_t*>(ws + slice_floats);
+  uint16_t* wb = reinterpret_cast<uint16_t*>(ws + slice_floats + in_floats);
+
+  // in → NHWC bf16, in launches of at most 65535 images (gridDim.z).
+  for (int n0 = 0; n0 < a.N; n0 += 65535) {
+    const int n = std::min(a.N - n0, 65535);
+    const dim3 grid{unsigned((in_plane + nh::kToNhwcPix - 1) / nh::kToNhwcPix),
+                    unsigned(cin / 32), unsigned(n)};
+    nh::to_nhwc_bf16_kernel<<<grid, nh::kToNhwcThreads>>>(
+        in + size_t(n0) * cin * in_plane, cin, in_plane,
+        reinterpret_cast<uint4*>(inh) + size_t(n0) * cin * in_plane / 8);
+    HPMC_CUDA_LAUNCH_CHECK(what);
+  }
+  nh::weights_kmajor_bf16_kernel<<<grid_stride_blocks(w_count), 256>>>(w, a.K, a.C, a.RS, dgrad,
+                                                                       wb);
+  HPMC_CUDA_LAUNCH_CHECK(what);
+
+  const dim3 grid{unsigned((M + nh::kBM - 1) / nh::kBM), unsigned((Nch + nh::kBN - 1) / nh::kBN),
+                  unsigned(splits)};
+  const auto launch = [&](const auto& e, auto dgrad_tag) {
+    using Epi = std::decay_t<decltype(e)>;
+    constexpr bool D = decltype(dgrad_tag)::value;
+    allow_smem<nh::conv_nhwc_kernel<D, Epi>>(nh::kSmemBytes);
+    nh::conv_nhwc_kernel<D, Epi><<<grid, nh::kNT, nh::kSmemBytes>>>(a, inh, wb, tps, e);
+    HPMC_CUDA_LAUNCH_CHECK(what);
+  };
+  if (dgrad) {
+    launch(splits > 1 ? make_conv_out(ws, nullptr, M, Nch, plane, count)
+                      : make_conv_out(out, nullptr, M, Nch, plane, 0),
+           std::true_type{});
+    if (splits > 1) reduce_out_slices(ws, splits, count, plane, Nch, nullptr, false, out, what);
+    return;
+  }
+  if (splits > 1) launch(make_conv_out(ws, nullptr, M, Nch, plane, count), std::false_type{});
+  else if (act.is_plain())
+    launch(make_conv_out(out, b, M, Nch, plane, 0, act.kind == ActKind::kRelu),
+           std::false_type{});
+  else launch(make_conv_act_out(out, b, M, Nch, plane, act), std::false_type{});
+  if (splits > 1) reduce_out_slices_act(ws, splits, count, plane, Nch, b, act, out, what);
+}
+
 }  // namespace
 
 // ---- planned GEMM path (implicit_conv.h) -------------------------------------------------
@@ -528,6 +603,12 @@ bool tap_applies(const Conv2dShape& s, ConvPass pass, Tile t) {
   return tap_major_weight_grad(s.C, t);
 }
 
+bool nhwc_applies(const Conv2dShape& s, ConvPass pass) {
+  if (pass == ConvPass::kForward) return nhwc_forward(s.C, s.K);
+  if (pass == ConvPass::kBackwardData) return nhwc_backward_data(s.stride, s.C, s.K);
+  return false;
+}
+
 // The plan's slices cover the pass's k-tiles exactly, none empty.
 void check_plan(const Conv2dShape& s, ConvPass pass, const ConvPlan& p) {
   const int kt = std::max(conv_ktiles(s, pass), 1);
@@ -538,6 +619,9 @@ void check_plan(const Conv2dShape& s, ConvPass pass, const ConvPlan& p) {
   if (p.tap && !tap_applies(s, pass, p.tile))
     throw RuntimeError("implicit conv2d: the tap-major mapping does not apply to this shape"
                        " and tile");
+  if (p.nhwc && !(p.tap && nhwc_applies(s, pass)))
+    throw RuntimeError("implicit conv2d: the channels-last kernel does not apply to this shape"
+                       " (tap-major, 32 channels a k-tile)");
 }
 
 }  // namespace
@@ -552,15 +636,18 @@ ConvPlan plan_conv(const Conv2dShape& s, ConvPass pass) {
   p.tile = choose_conv_tile(M, N, p.splits, p.tps, sm_count(),
                             pass == ConvPass::kWeightGrad ? s.C : 0);
   p.tap = tap_applies(s, pass, p.tile);
+  p.nhwc = p.tap && current_precision() == Precision::kBf16 && nhwc_applies(s, pass);
   return p;
 }
 
-ConvPlan make_conv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits, bool tap) {
+ConvPlan make_conv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits, bool tap,
+                        bool nhwc) {
   const int kt = std::max(conv_ktiles(s, pass), 1);
   ConvPlan p;
   p.tile = tile;
   split_plan(splits, kt, 1, 65535, p.splits, p.tps);
   p.tap = tap;
+  p.nhwc = nhwc;
   check_plan(s, pass, p);
   return p;
 }
@@ -571,6 +658,10 @@ void conv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* 
   const ConvArgs a = make_args(s);
   if (a.NPQ == 0 || a.K == 0) return;
   check_plan(s, ConvPass::kForward, p);
+  if (p.nhwc) {
+    conv_nhwc(a, false, p, x, w, b, act, y, "implicit conv2d forward (channels-last bf16)");
+    return;
+  }
   const long long count = a.NPQ * a.K;
   const size_t wt_floats = p.tap ? round4(size_t(a.K) * size_t(a.CRS)) : 0;
   const size_t slice_floats = p.splits > 1 ? size_t(p.splits) * size_t(count) : 0;
@@ -614,6 +705,11 @@ void conv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const f
   const ConvArgs a = make_args(s);
   if (a.NHW == 0 || a.C == 0) return;
   check_plan(s, ConvPass::kBackwardData, p);
+  if (p.nhwc) {
+    conv_nhwc(a, true, p, dy, w, nullptr, Activation::none(), dx,
+              "implicit conv2d backward_data (channels-last bf16)");
+    return;
+  }
   const long long count = a.NHW * a.C;
   const size_t wt_floats = p.tap ? round4(size_t(a.K) * size_t(a.CRS)) : 0;
   const size_t slice_floats = p.splits > 1 ? size_t(p.splits) * size_t(count) : 0;

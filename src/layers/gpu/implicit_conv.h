@@ -20,19 +20,26 @@ struct ConvPlan {
   int splits = 1;    // split-K slices (blockIdx.z)
   int tps = 1;       // k-tiles per slice: slice z covers [z·tps, min((z+1)·tps, ktiles))
   bool tap = false;  // tap-major GEMM_K (forward, backward_data; implicit_plan.h)
+  // bf16 only, with tap: the channels-last kernel (implicit_nhwc_kernels.cuh;
+  // nhwc_forward / nhwc_backward_data, implicit_plan.h), its own 128×128 tile
+  // (tile ignored) and k-tiles of 32: slices of ⌈tps/4⌉ of them.
+  bool nhwc = false;
 };
 
 // GEMM_K of the pass in k-tiles of 8.
 int conv_ktiles(const Conv2dShape& s, ConvPass pass);
 
 // The plan of the public functions: the split from the shape alone, the tile
-// for the current device's SM count, the tap-major mapping where it applies.
+// for the current device's SM count, the tap-major mapping where it applies,
+// in bf16 (current_precision) the channels-last kernel where it applies.
 ConvPlan plan_conv(const Conv2dShape& s, ConvPass pass);
 
 // A forced plan: `splits` is rounded so that no slice is empty. Throws when
 // tap is asked for where it does not apply (tap_major_forward / _backward_data)
-// or for the weight gradient.
-ConvPlan make_conv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits, bool tap);
+// or for the weight gradient, and nhwc without tap or where it does not apply;
+// the planned functions refuse an nhwc plan outside bf16.
+ConvPlan make_conv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits, bool tap,
+                        bool nhwc = false);
 
 // act: the activation of the epilogue (conv2d_forward_act, conv2d_kernels.h).
 void conv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* x,

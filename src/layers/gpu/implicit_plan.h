@@ -188,6 +188,14 @@ inline bool tap_major_forward(int C, int K) { return C % 8 == 0 && K % 4 == 0 &&
 inline bool tap_major_backward_data(int stride, int C, int K) {
   return stride == 1 && K % 8 == 0 && C % 4 == 0 && C > 0 && K > 0;
 }
+// The bf16 channels-last kernel (implicit_nhwc_kernels.cuh) takes a tap-major
+// forward whose C is a multiple of 32 and a tap-major backward_data whose K
+// is (k-tiles of 32 channels inside one tap; 16-byte rows of bf16 weights).
+inline bool nhwc_forward(int C, int K) { return tap_major_forward(C, K) && C % 32 == 0; }
+inline bool nhwc_backward_data(int stride, int C, int K) {
+  return tap_major_backward_data(stride, C, K) && K % 32 == 0;
+}
+
 // backward_params' tap-major columns (GEMM_N = (r, s, c), WgradTapBLoader):
 // when the tile's BN divides C, so that every block's columns lie in one tap.
 // The same sums as the channel-major columns, permuted: the same bits.
