@@ -23,7 +23,8 @@
 // Shared memory: piece j of row r is stored at piece j ^ ((r >> 2) & 3) of
 // its 64-byte row, so that the 8 rows an ldmatrix reads together (rows
 // 4g + q, g < 8, run_pos's order) fall into 4 distinct 16-byte bank groups
-// of each 128 bytes: two ways, where unswizzled rows would be four.
+// of each 128 bytes: two ways, where unswizzled rows would all share one
+// (eight ways).
 //
 // The mma sequence of each output is implicit_gemm_tc.cuh's bf16 one — k
 // ascending, 16 at a time, the same bf16 roundings of the same values — so
