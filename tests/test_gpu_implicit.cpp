@@ -1576,9 +1576,6 @@ TEST(ImplicitPlan, TileChoices) {
   EXPECT_EQ(splits, 1);
 }
 
-// The CIFAR autoencoder at batch 64 (conv1 … conv4; conv5 is thin): which
-// tile, how many slices and which GEMM_K order each pass runs with (the
-// weight gradient's tap-major columns: its tile's BN divides C).
 // bf16's channels-last kernel: a tap-major forward with C % 32 == 0, a
 // tap-major backward_data with K % 32 == 0 (stride 1).
 TEST(ImplicitPlan, ChannelsLastRule) {
@@ -1589,12 +1586,15 @@ TEST(ImplicitPlan, ChannelsLastRule) {
   EXPECT_FALSE(nhwc_forward(3, 256));   // not tap-major
   EXPECT_FALSE(nhwc_forward(64, 6));    // not tap-major (K % 4)
   EXPECT_TRUE(nhwc_backward_data(1, 256, 128));
-  EXPECT_FALSE(nhwc_backward_data(1, 5, 64));       // C % 4: not tap-major
+  EXPECT_FALSE(nhwc_backward_data(1, 5, 64));     // C % 4: not tap-major
   EXPECT_FALSE(nhwc_backward_data(2, 256, 128));  // stride 2: not tap-major
   EXPECT_FALSE(nhwc_backward_data(1, 256, 48));
   EXPECT_FALSE(nhwc_backward_data(1, 256, 16));
 }
 
+// The CIFAR autoencoder at batch 64 (conv1 … conv4; conv5 is thin): which
+// tile, how many slices and which GEMM_K order each pass runs with (the
+// weight gradient's tap-major columns: its tile's BN divides C).
 TEST(ImplicitPlan, CifarBatch64) {
   using namespace gpu::implicit_detail;
   struct Want {
