@@ -73,28 +73,13 @@ __device__ __forceinline__ uint32_t word(const uint32_t* s, int r, int w) {
   return KCONT ? s[r * kRowWords + w] : s[w * kColWords + r];
 }
 
-// ldmatrix .x4: four 8×8 matrices of 16-bit values, each row 16 bytes (4
-// words) at the address one lane of its group of 8 gives; lane l receives
-// word l%4 of row l/4 of each, which is the fragments' [g][w0+t] for both
-// formats. A k-contiguous tile's rows are 16-byte aligned (kRowWords·4 = 80
-// bytes), and the 8 rows of a matrix fall in 8 distinct 4-bank groups.
-// trans (.trans, the packed loop's row-contiguous tiles): lane l receives the
-// matrices transposed, which is the fragment layout for a tile stored along k.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&d)[4], const void* p, bool trans = false) {
-#if HPMC_MMA
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  if (trans)
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a));
-  else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a));
-#else
-  __trap();
-#endif
-}
+// Fragments by mma::ldmatrix_x4 (mma.cuh): lane l receives word l%4 of row
+// l/4 of each 8×8 matrix, which is the fragments' [g][w0+t] for both formats.
+// A k-contiguous tile's rows are 16-byte aligned (kRowWords·4 = 80 bytes),
+// and the 8 rows of a matrix fall in 8 distinct 4-bank groups. trans (the
+// packed loop's row-contiguous tiles): the matrices transposed, which is the
+// fragment layout for a tile stored along k.
+using mma::ldmatrix_x4;
 
 // The operand formats (mma.cuh): rounding and the instruction.
 struct Tf32 {

@@ -157,16 +157,6 @@ struct BLoader {
   }
 };
 
-__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
-#if HPMC_MMA
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-#else
-  __trap();
-#endif
-}
-
 // The block's tile over k-tiles [kt0, kt1) of 32. Pipeline (S = kStages, tile
 // i in stage i mod S, one commit group a tile): issue tiles 0 … S−2; wait for
 // tile 0, barrier, read the fragments of its first 16 k. Tile i: read its
@@ -210,9 +200,9 @@ __device__ __forceinline__ void nhwc_tile(AL& al, BLoader& bl, int kt0, int kt1,
   const auto read = [&](int stage, int half, int buf) {
     const uint32_t st = base + uint32_t(stage) * kStageBytes, x = half ? 32u : 0u;
 #pragma unroll
-    for (int i = 0; i < kMI; ++i) ldsm_x4(st + (aoff[i] ^ x), af[buf][i]);
+    for (int i = 0; i < kMI; ++i) gpu::mma::ldmatrix_x4(af[buf][i], st + (aoff[i] ^ x));
 #pragma unroll
-    for (int jp = 0; jp < kNI / 2; ++jp) ldsm_x4(st + (boff[jp] ^ x), bf[buf][jp]);
+    for (int jp = 0; jp < kNI / 2; ++jp) gpu::mma::ldmatrix_x4(bf[buf][jp], st + (boff[jp] ^ x));
   };
   const auto mma = [&](int buf) {
 #pragma unroll

@@ -1,8 +1,9 @@
 // mma.cuh — the tensor-core instructions hpmc uses (PTX mma.sync with FP32
 // accumulators) and the roundings of FP32 values to their operand formats,
 // shared by the tensor-core GEMM engine (gemm_tc.cu), the tensor-core main
-// loop of the implicit-GEMM family (implicit_gemm_tc.cuh) and the fused MLP
-// step's tf32 and bf16 kernels (mlp_step.cu).
+// loop of the implicit-GEMM family (implicit_gemm_tc.cuh), its channels-last
+// bf16 kernels (implicit_nhwc_kernels.cuh) and the fused MLP step's tf32 and
+// bf16 kernels (mlp_step.cu); ldmatrix too.
 //
 // mma.sync with tf32 or bf16 operands and cvt to tf32 need sm_80 and up. A
 // build for older targets (CMAKE_CUDA_ARCHITECTURES 75 …) compiles the
@@ -71,6 +72,26 @@ __device__ __forceinline__ void bf16_m16n8k8(float (&d)[4], const uint32_t (&a)[
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(b));
+}
+
+// ldmatrix .x4: four 8×8 matrices of 16-bit values, each row 16 bytes at the
+// shared-memory address one lane of its group of 8 gives (lanes 8i … 8i+7:
+// matrix i); lane l receives word l%4 of row l/4 of each (with trans, of the
+// matrices transposed), which is an mma fragment's layout. smem: a 32-bit
+// shared-space address (__cvta_generic_to_shared), or a pointer into shared
+// memory.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&d)[4], uint32_t smem, bool trans = false) {
+  if (trans)
+    HPMC_MMA_ASM("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(smem));
+  else
+    HPMC_MMA_ASM("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(smem));
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&d)[4], const void* p, bool trans = false) {
+  ldmatrix_x4(d, static_cast<uint32_t>(__cvta_generic_to_shared(p)), trans);
 }
 
 #undef HPMC_MMA_ASM
