@@ -796,7 +796,7 @@ void check_planned(const ConvCase& cc, uint64_t seed, size_t misalign = 0,
     bool nhwc_left = g_products == Precision::kBf16 &&
                      (pass == ConvPass::kForward        ? nhwc_forward(s.C, s.K)
                       : pass == ConvPass::kBackwardData ? nhwc_backward_data(s.stride, s.C, s.K)
-                                                        : false);
+                                                        : nhwc_weight_grad(s.C, s.K));
     for (int t = 0; t < 9; ++t) {
       if (!only.empty() && std::find(only.begin(), only.end(), all_tiles[t]) == only.end())
         continue;
@@ -955,25 +955,30 @@ TEST_P(GpuImplicitTc, EveryTileSplitAndOrder) {
   check_planned({2, 16, 9, 11, 24, 3, 3, 1, 1}, seed++, /*misalign=*/1);
   using gpu::implicit_detail::Tile;
   check_planned({2, 128, 13, 11, 200, 3, 3, 1, 1}, seed++, 0, {Tile::kWN, Tile::kWM, Tile::kWQ});
-  // bf16's channels-last kernel in both passes: partial tiles along M (126) and N (64).
+  // bf16's channels-last kernels: forward and backward_data with partial tiles
+  // along M (126) and N (64); the weight gradient with 126 pixels, K = 96.
   check_planned({2, 32, 7, 9, 64, 3, 3, 1, 1}, seed++, 0, {Tile::kL});
+  check_planned({2, 128, 7, 9, 96, 3, 3, 1, 1}, seed++, 0, {Tile::kL});
 }
 
-// bf16's channels-last kernel (implicit_nhwc_kernels.cuh) against the FP32-stage
-// engine on the same plan: the same roundings and mma sequence, so the same
-// bits wherever the slices' boundaries agree (one slice, or tps % 4 == 0);
-// against the double reference everywhere; with the forward's epilogues
-// (bias, ReLU, any activation, split sums); batch 1, odd sizes, partial
-// 128-row and 128-column tiles, 5×5, stride 2 (forward only), CIFAR's conv2.
-// Its plans are checked, and refused outside bf16.
+// bf16's channels-last kernels (implicit_nhwc_kernels.cuh) against the
+// FP32-stage engine on the same plan: the same roundings and mma sequence, so
+// the same bits wherever the slices' boundaries agree (one slice, or tps % 4
+// == 0) and, in the weight gradient, the pixels come in whole 16s; against
+// the double reference everywhere; with the forward's epilogues (bias, ReLU,
+// any activation, split sums) and the weight gradient added into dw; batch
+// 1, odd sizes, partial 128-row and 128-column tiles, 5×5, stride 2 (no
+// backward_data there), CIFAR's conv2. Their plans are checked, and refused
+// outside bf16.
 TEST_P(GpuImplicitTc, ChannelsLastKernelMatchesTheEngine) {
   HPMC_REQUIRE_GPU();
   if (GetParam() != Precision::kBf16) GTEST_SKIP() << "the channels-last kernel is bf16's";
   using namespace gpu::implicit_detail;
   const TensorCores tc(GetParam());
-  const ConvCase cases[] = {{2, 64, 16, 16, 96, 3, 3, 1, 1}, {1, 32, 5, 7, 160, 3, 3, 1, 1},
-                            {3, 96, 9, 6, 32, 5, 5, 1, 2},   {2, 32, 11, 13, 64, 3, 3, 2, 1},
-                            {4, 256, 16, 16, 128, 3, 3, 1, 1}};
+  const ConvCase cases[] = {{2, 64, 16, 16, 96, 3, 3, 1, 1},  {1, 32, 5, 7, 160, 3, 3, 1, 1},
+                            {3, 96, 9, 6, 32, 5, 5, 1, 2},    {2, 32, 11, 13, 64, 3, 3, 2, 1},
+                            {4, 256, 16, 16, 128, 3, 3, 1, 1}, {1, 128, 5, 7, 96, 3, 3, 1, 1},
+                            {2, 256, 11, 13, 32, 3, 3, 2, 1}, {3, 128, 8, 8, 160, 5, 5, 1, 2}};
   uint64_t seed = 17600;
   int same_bits_runs = 0;
   for (const ConvCase& cc : cases) {
@@ -987,16 +992,49 @@ TEST_P(GpuImplicitTc, ChannelsLastKernelMatchesTheEngine) {
     auto x_in = input(x), w_in = input(w), b_in = input(b), dy_in = input(dy);
     const std::vector<double> want_y = ref_forward(s, operands(x), operands(w), &b);
     const std::vector<double> want_dx = ref_backward_data(s, operands(dy), operands(w));
-    for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData}) {
+    const std::vector<float> dw0 = random_floats(s.weight_count(), rng);
+    std::vector<double> want_dw = ref_weight_grad(s, operands(x), operands(dy));
+    for (size_t i = 0; i < want_dw.size(); ++i) want_dw[i] += dw0[i];
+    for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kWeightGrad}) {
       const bool fwd = pass == ConvPass::kForward;
-      const bool applies =
-          fwd ? nhwc_forward(s.C, s.K) : nhwc_backward_data(s.stride, s.C, s.K);
+      const bool applies = fwd ? nhwc_forward(s.C, s.K)
+                           : pass == ConvPass::kBackwardData
+                               ? nhwc_backward_data(s.stride, s.C, s.K)
+                               : nhwc_weight_grad(s.C, s.K);
       EXPECT_EQ(plan_conv(s, pass).nhwc, applies);
       if (!applies) {
         EXPECT_THROW(make_conv_plan(s, pass, Tile::kL, 1, true, true), RuntimeError);
         continue;
       }
       EXPECT_THROW(make_conv_plan(s, pass, Tile::kL, 1, false, true), RuntimeError);
+      if (pass == ConvPass::kWeightGrad) {
+        const bool whole16 = (long long)s.N * s.P * s.Q % 16 == 0;
+        for (int splits : {1, 2, 3, 7}) {
+          const ConvPlan p0 = make_conv_plan(s, pass, Tile::kL, splits, true, false);
+          const ConvPlan p1 = make_conv_plan(s, pass, Tile::kL, splits, true, true);
+          SCOPED_TRACE(str("weight gradient splits ", p1.splits, " tps ", p1.tps));
+          DevArray d0(w.size()), d1(w.size());
+          d0.upload(dw0, kGuard);
+          d1.upload(dw0, kGuard);
+          conv_weight_grad_planned(s, p0, x_in->ptr(), dy_in->ptr(), d0.ptr());
+          conv_weight_grad_planned(s, p1, x_in->ptr(), dy_in->ptr(), d1.ptr());
+          finish("channels-last weight gradient");
+          EXPECT_TRUE(d1.guards_intact(kGuard));
+          const std::vector<float> got = d1.payload(), eng = d0.payload();
+          EXPECT_TRUE(matches(got, want_dw));
+          if (whole16 && (p1.splits == 1 || p1.tps % 4 == 0)) {
+            EXPECT_EQ(0, std::memcmp(got.data(), eng.data(), got.size() * 4))
+                << "not the engine's bits";
+            ++same_bits_runs;
+          }
+        }
+        const ConvPlan p1 = make_conv_plan(s, pass, Tile::kL, 1, true, true);
+        const ScopedPrecision fp32(Precision::kFp32);
+        DevArray d(w.size());
+        EXPECT_THROW(conv_weight_grad_planned(s, p1, x_in->ptr(), dy_in->ptr(), d.ptr()),
+                     RuntimeError);
+        continue;
+      }
       const size_t out_size = fwd ? dy.size() : x.size();
       for (int splits : {1, 2, 3, 5}) {
         const ConvPlan p0 = make_conv_plan(s, pass, Tile::kL, splits, true, false);
@@ -1576,8 +1614,9 @@ TEST(ImplicitPlan, TileChoices) {
   EXPECT_EQ(splits, 1);
 }
 
-// bf16's channels-last kernel: a tap-major forward with C % 32 == 0, a
-// tap-major backward_data with K % 32 == 0 (stride 1).
+// bf16's channels-last kernels: a tap-major forward with C % 32 == 0, a
+// tap-major backward_data with K % 32 == 0 (stride 1), a weight gradient with
+// C % 128 == 0 and K % 32 == 0.
 TEST(ImplicitPlan, ChannelsLastRule) {
   using namespace gpu::implicit_detail;
   EXPECT_TRUE(nhwc_forward(256, 128));
@@ -1590,6 +1629,11 @@ TEST(ImplicitPlan, ChannelsLastRule) {
   EXPECT_FALSE(nhwc_backward_data(2, 256, 128));  // stride 2: not tap-major
   EXPECT_FALSE(nhwc_backward_data(1, 256, 48));
   EXPECT_FALSE(nhwc_backward_data(1, 256, 16));
+  EXPECT_TRUE(nhwc_weight_grad(256, 128));
+  EXPECT_TRUE(nhwc_weight_grad(128, 32));
+  EXPECT_FALSE(nhwc_weight_grad(64, 128));   // a block's 128 columns would span two taps
+  EXPECT_FALSE(nhwc_weight_grad(256, 48));
+  EXPECT_FALSE(nhwc_weight_grad(0, 128));
 }
 
 // The CIFAR autoencoder at batch 64 (conv1 … conv4; conv5 is thin): which

@@ -507,6 +507,28 @@ void activate_inplace(float* y, long long count, int plane, int Nch, const Activ
   HPMC_CUDA_LAUNCH_CHECK(what);
 }
 
+// out = in (N images of cin channels × plane, NCHW FP32) in NHWC bf16, cin % 32
+// == 0, in launches of at most 65535 images (gridDim.z).
+void to_nhwc_bf16(const float* in, int N, int cin, int plane, uint16_t* out, const char* what) {
+  namespace nh = nhwc;
+  for (int n0 = 0; n0 < N; n0 += 65535) {
+    const int n = std::min(N - n0, 65535);
+    const dim3 grid{unsigned((plane + nh::kToNhwcPix - 1) / nh::kToNhwcPix), unsigned(cin / 32),
+                    unsigned(n)};
+    nh::to_nhwc_bf16_kernel<<<grid, nh::kToNhwcThreads>>>(
+        in + size_t(n0) * cin * plane, cin, plane,
+        reinterpret_cast<uint4*>(out) + size_t(n0) * cin * plane / 8);
+    HPMC_CUDA_LAUNCH_CHECK(what);
+  }
+}
+
+// The refusal of an nhwc plan outside bf16.
+void check_nhwc_precision(const char* what) {
+  if (current_precision() != Precision::kBf16)
+    throw RuntimeError(str(what, ": the channels-last kernel runs in training.precision bf16,"
+                           " not ", precision_name(current_precision())));
+}
+
 // The channels-last bf16 pass of an nhwc plan (implicit_nhwc_kernels.cuh):
 // forward (dgrad false: in = x, out = y with bias b and act) or backward_data
 // (in = dy, out = dx). The workspace holds the split slices, then `in` in
@@ -517,9 +539,7 @@ void conv_nhwc(const ConvArgs& a, bool dgrad, const ConvPlan& p, const float* in
                const float* w, const float* b, const Activation& act, float* out,
                const char* what) {
   namespace nh = nhwc;
-  if (current_precision() != Precision::kBf16)
-    throw RuntimeError(str(what, ": the channels-last kernel runs in training.precision bf16,"
-                           " not ", precision_name(current_precision())));
+  check_nhwc_precision(what);
   const int kdim = dgrad ? a.KRS : a.CRS, kt = kdim / nh::kBKN;
   const int tps = p.splits == 1 ? kt : std::max(1, (p.tps + 3) / 4);
   const int splits = (kt + tps - 1) / tps;
@@ -534,17 +554,7 @@ void conv_nhwc(const ConvArgs& a, bool dgrad, const ConvPlan& p, const float* in
   float* ws = scratch().get(slice_floats + in_floats + w_floats);
   uint16_t* inh = reinterpret_cast<uint16_t*>(ws + slice_floats);
   uint16_t* wb = reinterpret_cast<uint16_t*>(ws + slice_floats + in_floats);
-
-  // in → NHWC bf16, in launches of at most 65535 images (gridDim.z).
-  for (int n0 = 0; n0 < a.N; n0 += 65535) {
-    const int n = std::min(a.N - n0, 65535);
-    const dim3 grid{unsigned((in_plane + nh::kToNhwcPix - 1) / nh::kToNhwcPix),
-                    unsigned(cin / 32), unsigned(n)};
-    nh::to_nhwc_bf16_kernel<<<grid, nh::kToNhwcThreads>>>(
-        in + size_t(n0) * cin * in_plane, cin, in_plane,
-        reinterpret_cast<uint4*>(inh) + size_t(n0) * cin * in_plane / 8);
-    HPMC_CUDA_LAUNCH_CHECK(what);
-  }
+  to_nhwc_bf16(in, a.N, cin, in_plane, inh, what);
   nh::weights_kmajor_bf16_kernel<<<grid_stride_blocks(w_count), 256>>>(w, a.K, a.C, a.RS, dgrad,
                                                                        wb);
   HPMC_CUDA_LAUNCH_CHECK(what);
@@ -571,6 +581,40 @@ void conv_nhwc(const ConvArgs& a, bool dgrad, const ConvPlan& p, const float* in
            std::false_type{});
   else launch(make_conv_act_out(out, b, M, Nch, plane, act), std::false_type{});
   if (splits > 1) reduce_out_slices_act(ws, splits, count, plane, Nch, b, act, out, what);
+}
+
+// dw += the weight gradient of an nhwc plan (conv_nhwc_wgrad_kernel): x and
+// dy converted to NHWC bf16 into the workspace after the split slices; one
+// slice adds into dw itself (as TapWOut does), more are summed in double by
+// splitk_reduce_taps_kernel. Slices of ⌈tps/4⌉ k-tiles of 32 pixels.
+void conv_nhwc_wgrad(const ConvArgs& a, const ConvPlan& p, const float* x, const float* dy,
+                     float* dw) {
+  namespace nh = nhwc;
+  const char* what = "implicit conv2d backward_params (channels-last bf16)";
+  check_nhwc_precision(what);
+  const int kt = int((a.NPQ + nh::kBKN - 1) / nh::kBKN);
+  const int tps = p.splits == 1 ? kt : std::max(1, (p.tps + 3) / 4);
+  const int splits = (kt + tps - 1) / tps;
+  const long long count = (long long)a.K * a.CRS;
+  const size_t slice_floats = splits > 1 ? round4(size_t(splits) * size_t(count)) : 0;
+  const size_t x_floats = round4((size_t(a.N) * a.C * a.HW + 1) / 2);
+  const size_t dy_floats = round4((size_t(a.N) * a.K * a.PQ + 1) / 2);
+  float* ws = scratch().get(slice_floats + x_floats + dy_floats);
+  uint16_t* xh = reinterpret_cast<uint16_t*>(ws + slice_floats);
+  uint16_t* dyh = reinterpret_cast<uint16_t*>(ws + slice_floats + x_floats);
+  to_nhwc_bf16(x, a.N, a.C, a.HW, xh, what);
+  to_nhwc_bf16(dy, a.N, a.K, a.PQ, dyh, what);
+  const dim3 grid{unsigned((a.K + nh::kBM - 1) / nh::kBM), unsigned(a.CRS / nh::kBN),
+                  unsigned(splits)};
+  allow_smem<nh::conv_nhwc_wgrad_kernel>(nh::kSmemBytes);
+  nh::conv_nhwc_wgrad_kernel<<<grid, nh::kNT, nh::kSmemBytes>>>(a, xh, dyh, tps,
+                                                                splits > 1 ? ws : dw, splits == 1);
+  HPMC_CUDA_LAUNCH_CHECK(what);
+  if (splits > 1) {
+    splitk_reduce_taps_kernel<<<grid_stride_blocks(count), 256>>>(ws, splits, count, a.C, a.RS,
+                                                                  dw);
+    HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (split-K reduce)");
+  }
 }
 
 }  // namespace
@@ -606,7 +650,7 @@ bool tap_applies(const Conv2dShape& s, ConvPass pass, Tile t) {
 bool nhwc_applies(const Conv2dShape& s, ConvPass pass) {
   if (pass == ConvPass::kForward) return nhwc_forward(s.C, s.K);
   if (pass == ConvPass::kBackwardData) return nhwc_backward_data(s.stride, s.C, s.K);
-  return false;
+  return nhwc_weight_grad(s.C, s.K);
 }
 
 // The plan's slices cover the pass's k-tiles exactly, none empty.
@@ -758,6 +802,10 @@ void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const flo
   if (db && !bias_column_fits(s, p))
     throw RuntimeError(
         "implicit conv2d: this weight-gradient plan has no room for the bias column");
+  if (p.nhwc) {
+    conv_nhwc_wgrad(a, p, x, dy, dw);
+    return;
+  }
   // The slices' row length: C·R·S, plus the bias column when db is asked for.
   const long long ld = a.CRS + (db ? 1 : 0), count = (long long)a.K * ld;
   float* ws = p.splits > 1 ? scratch().get(size_t(p.splits) * size_t(count)) : nullptr;

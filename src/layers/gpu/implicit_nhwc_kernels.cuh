@@ -157,12 +157,64 @@ struct BLoader {
   }
 };
 
-// The block's tile over k-tiles [kt0, kt1) of 32. Pipeline (S = kStages, tile
-// i in stage i mod S, one commit group a tile): issue tiles 0 … S−2; wait for
-// tile 0, barrier, read the fragments of its first 16 k. Tile i: read its
-// second 16 k, mma the first; wait for tile i+1 (at most S−3 groups pending),
-// barrier — every warp is done with tile i−1's stage — issue tile i+S−1 into
-// it; read tile i+1's first 16 k, mma tile i's second.
+// The pipeline over nt k-tiles of 32 (S = kStages, tile i in stage i mod S,
+// one commit group a tile): issue tiles 0 … S−2; wait for tile 0, barrier,
+// read the fragments of its first 16 k. Tile i: read its second 16 k, mma the
+// first; wait for tile i+1 (at most S−3 groups pending), barrier — every warp
+// is done with tile i−1's stage — issue tile i+S−1 into it; read tile i+1's
+// first 16 k, mma tile i's second. issue(i, stage) is called for i ascending;
+// read(stage, half, buf) fills fragment set buf, mma(buf) multiplies it.
+template <class Issue, class Read, class Mma>
+__device__ __forceinline__ void nhwc_pipeline(int nt, Issue&& issue, Read&& read, Mma&& mma) {
+  constexpr int S = kStages;
+  if (nt <= 0) return;  // block-uniform
+#pragma unroll
+  for (int st = 0; st < S - 1; ++st) {
+    if (st < nt) issue(st, st);
+    copy_commit();
+  }
+  copy_wait<S - 2>();
+  __syncthreads();
+  read(0, 0, 0);
+  int rd = 0, wr = S - 1;
+  for (int i = 0; i < nt; ++i) {
+    read(rd, 1, 1);
+    mma(0);
+    copy_wait<S - 3>();
+    __syncthreads();
+    if (i + S - 1 < nt) issue(i + S - 1, wr);  // block-uniform
+    copy_commit();
+    rd = rd + 1 == S ? 0 : rd + 1;
+    wr = wr + 1 == S ? 0 : wr + 1;
+    if (i + 1 < nt) read(rd, 0, 0);
+    mma(1);
+  }
+}
+
+// acc += the fragment set's products: a[i] (16 rows × 16 k) by the b pairs
+// of mma tiles 2jp, 2jp+1.
+__device__ __forceinline__ void nhwc_mma(const uint32_t (&a)[kMI][4],
+                                         const uint32_t (&b)[kNI / 2][4],
+                                         float (&acc)[kMI][kNI][4]) {
+#pragma unroll
+  for (int i = 0; i < kMI; ++i)
+#pragma unroll
+    for (int j = 0; j < kNI; ++j) {
+      const uint32_t bj[2] = {b[j >> 1][2 * (j & 1)], b[j >> 1][2 * (j & 1) + 1]};
+      gpu::mma::bf16_m16n8k16(acc[i][j], a[i], bj);
+    }
+}
+
+__device__ __forceinline__ void zero(float (&acc)[kMI][kNI][4]) {
+#pragma unroll
+  for (int i = 0; i < kMI; ++i)
+#pragma unroll
+    for (int j = 0; j < kNI; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+}
+
+// The forward / backward_data tile over k-tiles [kt0, kt1) of 32.
 template <class AL, class Epi>
 __device__ __forceinline__ void nhwc_tile(AL& al, BLoader& bl, int kt0, int kt1, const Epi& epi,
                                           int m0, int n0) {
@@ -171,12 +223,7 @@ __device__ __forceinline__ void nhwc_tile(AL& al, BLoader& bl, int kt0, int kt1,
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wm0 = (warp % Tc::WGM) * Tc::WM, wn0 = (warp / Tc::WGM) * Tc::WN;
   float acc[kMI][kNI][4];
-#pragma unroll
-  for (int i = 0; i < kMI; ++i)
-#pragma unroll
-    for (int j = 0; j < kNI; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+  zero(acc);
 
   // Each lane's ldmatrix row address in a stage, for the first 16 k (the
   // second: pieces 2, 3, the byte offset ^ 32). Matrix mat = lane / 8, its
@@ -197,56 +244,23 @@ __device__ __forceinline__ void nhwc_tile(AL& al, BLoader& bl, int kt0, int kt1,
     boff[jp] = kBOffset + uint32_t(row * kPieces + swizzle(row, mat & 1)) * 16u;
   }
   uint32_t af[2][kMI][4], bf[2][kNI / 2][4];
-  const auto read = [&](int stage, int half, int buf) {
-    const uint32_t st = base + uint32_t(stage) * kStageBytes, x = half ? 32u : 0u;
-#pragma unroll
-    for (int i = 0; i < kMI; ++i) gpu::mma::ldmatrix_x4(af[buf][i], st + (aoff[i] ^ x));
-#pragma unroll
-    for (int jp = 0; jp < kNI / 2; ++jp) gpu::mma::ldmatrix_x4(bf[buf][jp], st + (boff[jp] ^ x));
-  };
-  const auto mma = [&](int buf) {
-#pragma unroll
-    for (int i = 0; i < kMI; ++i)
-#pragma unroll
-      for (int j = 0; j < kNI; ++j) {
-        const uint32_t b[2] = {bf[buf][j >> 1][2 * (j & 1)], bf[buf][j >> 1][2 * (j & 1) + 1]};
-        gpu::mma::bf16_m16n8k16(acc[i][j], af[buf][i], b);
-      }
-  };
-
-  const int nt = kt1 - kt0;
-  if (nt > 0) {  // block-uniform
-    constexpr int S = kStages;
-    al.start(kt0);
-    bl.start(kt0);
-#pragma unroll
-    for (int st = 0; st < S - 1; ++st) {
-      if (st < nt) {
+  al.start(kt0);
+  bl.start(kt0);
+  nhwc_pipeline(
+      kt1 - kt0,
+      [&](int, int st) {
         al.issue(sm[st].a);
         bl.issue(sm[st].b);
-      }
-      copy_commit();
-    }
-    copy_wait<S - 2>();
-    __syncthreads();
-    read(0, 0, 0);
-    int rd = 0, wr = S - 1;
-    for (int i = 0; i < nt; ++i) {
-      read(rd, 1, 1);
-      mma(0);
-      copy_wait<S - 3>();
-      __syncthreads();
-      if (i + S - 1 < nt) {  // block-uniform
-        al.issue(sm[wr].a);
-        bl.issue(sm[wr].b);
-      }
-      copy_commit();
-      rd = rd + 1 == S ? 0 : rd + 1;
-      wr = wr + 1 == S ? 0 : wr + 1;
-      if (i + 1 < nt) read(rd, 0, 0);
-      mma(1);
-    }
-  }
+      },
+      [&](int st, int half, int buf) {
+        const uint32_t sb = base + uint32_t(st) * kStageBytes, x = half ? 32u : 0u;
+#pragma unroll
+        for (int i = 0; i < kMI; ++i) gpu::mma::ldmatrix_x4(af[buf][i], sb + (aoff[i] ^ x));
+#pragma unroll
+        for (int jp = 0; jp < kNI / 2; ++jp)
+          gpu::mma::ldmatrix_x4(bf[buf][jp], sb + (boff[jp] ^ x));
+      },
+      [&](int buf) { nhwc_mma(af[buf], bf[buf], acc); });
   tc_store<Tc>(epi, acc, m0 + wm0, n0 + wn0, lane);
 }
 
@@ -264,6 +278,120 @@ __global__ void __launch_bounds__(kNT, 2)
   ALoader<DGRAD> al(a, in, m0, threadIdx.x);
   BLoader bl(wb, DGRAD ? a.C : a.K, kdim, n0, threadIdx.x);
   nhwc_tile(al, bl, kt0, kt1, epi, m0, n0);
+}
+
+// ---- the weight gradient ----------------------------------------------------
+//
+// dw[ko][(r·S + s)·C + c] = Σ over pixels k = (n, p, q) of dy(k, ko) ·
+// x((n, p·st − pad + r, q·st − pad + s), c), from dy and x in NHWC bf16
+// (GEMM_M = K, GEMM_N = C·R·S tap-major, GEMM_K = N·P·Q). A block's 128
+// columns lie in one tap (C % 128 == 0). Both operands are rows of k (a
+// pixel) with m or n contiguous, 32 pixels a stage, 256-byte rows of 16
+// pieces, stored at piece ^ (row & 7); ldmatrix.trans reads them as the
+// mma's fragments (8 rows of k, 8 consecutive m or n each). The
+// accumulators are in the mma's own layout (rows 16i + g, g + 8; columns
+// 8j + 2t, 2t + 1). The same mma sequence as implicit_gemm_tc.cuh's
+// weight gradient: the same bits where the slices and the last 16 pixels
+// agree.
+struct WStage {
+  uint4 a[kBKN][kBM / 8];  // [pixel][ko pieces]
+  uint4 b[kBKN][kBN / 8];  // [pixel][c pieces]
+};
+static_assert(sizeof(WStage) == sizeof(Stage), "the same stages");
+
+// Slice blockIdx.z covers k-tiles (of 32 pixels) [z·tps, min((z+1)·tps,
+// ktiles)). add_taps: dw[(ko·C + c)·RS + rs] += the block's values (one
+// slice); else slice z of out ([K][C·R·S], the tap-major columns).
+// kSmemBytes of dynamic shared memory. K % 32 == 0.
+__global__ void __launch_bounds__(kNT, 2)
+    conv_nhwc_wgrad_kernel(const __grid_constant__ ConvArgs a, const uint16_t* __restrict__ xh,
+                           const uint16_t* __restrict__ dyh, int tps, float* __restrict__ out,
+                           bool add_taps) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  WStage* const sm = reinterpret_cast<WStage*>(smem_raw);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int m0 = blockIdx.x * kBM, n0 = blockIdx.y * kBN;
+  const int wm0 = (warp % Tc::WGM) * Tc::WM, wn0 = (warp / Tc::WGM) * Tc::WN;
+  const int tap = n0 / a.C, cb = n0 - tap * a.C;
+  const int r = tap / a.S, s = tap - r * a.S;
+  const int ktiles = int((a.NPQ + kBKN - 1) / kBKN);
+  const int kt0 = min((int)blockIdx.z * tps, ktiles), kt1 = min(kt0 + tps, ktiles);
+  float acc[kMI][kNI][4];
+  zero(acc);
+
+  // Thread t copies pieces 4(t % 4) … +3 of row (pixel) t / 4 of both operands.
+  const int krow = tid >> 2, pc0 = (tid & 3) * 4;
+  const auto issue = [&](int t, int st) {
+    const int k = (kt0 + t) * kBKN + krow;
+    const bool kv = k < a.NPQ;
+    int img, pq, p, q;
+    a.fPQ.divmod(kv ? k : 0, img, pq);
+    a.fQ.divmod(pq, p, q);
+    const int h = p * a.stride - a.pad + r, w = q * a.stride - a.pad + s;
+    const bool xv = kv && (unsigned)h < (unsigned)a.H && (unsigned)w < (unsigned)a.W;
+    const uint16_t* dsrc = dyh + ((long long)(kv ? k : 0) * a.K + m0);
+    const uint16_t* xsrc = xh + ((long long)(xv ? (img * a.H + h) * a.W + w : 0) * a.C + cb);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int pc = pc0 + e, slot = pc ^ (krow & 7);
+      const bool dv = kv && m0 + 8 * pc < a.K;
+      copy16(reinterpret_cast<float*>(&sm[st].a[krow][slot]),
+             reinterpret_cast<const float*>(dv ? dsrc + 8 * pc : dyh), dv);
+      copy16(reinterpret_cast<float*>(&sm[st].b[krow][slot]),
+             reinterpret_cast<const float*>(xv ? xsrc + 8 * pc : xh), xv);
+    }
+  };
+  // Lane addresses (matrix mat = lane / 8, its row lane % 8), first 16 pixels
+  // (the second: + 16 rows): A tile i takes (m 16i, 16i + 8; k 0–7, 8–15),
+  // B tiles 2jp, 2jp+1 (n 16jp: k 0–7, 8–15; n 16jp + 8: the same).
+  const int mat = lane >> 3, rr = lane & 7;
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(sm));
+  constexpr uint32_t kRows16 = 16u * (kBM / 8) * 16u, kWB = sizeof(uint4) * kBKN * (kBM / 8);
+  uint32_t aoff[kMI], boff[kNI / 2];
+#pragma unroll
+  for (int i = 0; i < kMI; ++i) {
+    const int kr = 8 * (mat >> 1) + rr, pc = (wm0 + 16 * i + 8 * (mat & 1)) / 8;
+    aoff[i] = uint32_t(kr * (kBM / 8) + (pc ^ (kr & 7))) * 16u;
+  }
+#pragma unroll
+  for (int jp = 0; jp < kNI / 2; ++jp) {
+    const int kr = 8 * (mat & 1) + rr, pc = (wn0 + 16 * jp + 8 * (mat >> 1)) / 8;
+    boff[jp] = kWB + uint32_t(kr * (kBN / 8) + (pc ^ (kr & 7))) * 16u;
+  }
+  uint32_t af[2][kMI][4], bf[2][kNI / 2][4];
+  nhwc_pipeline(
+      kt1 - kt0, issue,
+      [&](int st, int half, int buf) {
+        const uint32_t sb = base + uint32_t(st) * kStageBytes + (half ? kRows16 : 0u);
+#pragma unroll
+        for (int i = 0; i < kMI; ++i) gpu::mma::ldmatrix_x4(af[buf][i], sb + aoff[i], true);
+#pragma unroll
+        for (int jp = 0; jp < kNI / 2; ++jp)
+          gpu::mma::ldmatrix_x4(bf[buf][jp], sb + boff[jp], true);
+      },
+      [&](int buf) { nhwc_mma(af[buf], bf[buf], acc); });
+
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < kMI; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int ko = m0 + wm0 + 16 * i + 8 * h + g;
+      if (ko >= a.K) continue;
+#pragma unroll
+      for (int j = 0; j < kNI; ++j) {
+        const int nl = wn0 + 8 * j + 2 * t;  // the column in the block
+        const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+        if (add_taps) {
+          float* o = out + (((size_t)ko * a.C + cb + nl) * a.RS + tap);
+          o[0] = o[0] + v0;
+          o[a.RS] = o[a.RS] + v1;
+        } else {
+          float* o = out + ((size_t)blockIdx.z * a.K + ko) * a.CRS + n0 + nl;
+          *reinterpret_cast<float2*>(o) = make_float2(v0, v1);
+        }
+      }
+    }
 }
 
 // y[n][p][c] = bf16(x[n][c][p]) for p < HW, C % 32 == 0: a block takes 64

@@ -188,12 +188,17 @@ inline bool tap_major_forward(int C, int K) { return C % 8 == 0 && K % 4 == 0 &&
 inline bool tap_major_backward_data(int stride, int C, int K) {
   return stride == 1 && K % 8 == 0 && C % 4 == 0 && C > 0 && K > 0;
 }
-// The bf16 channels-last kernel (implicit_nhwc_kernels.cuh) takes a tap-major
+// The bf16 channels-last kernels (implicit_nhwc_kernels.cuh) take a tap-major
 // forward whose C is a multiple of 32 and a tap-major backward_data whose K
-// is (k-tiles of 32 channels inside one tap; 16-byte rows of bf16 weights).
+// is (k-tiles of 32 channels inside one tap; 16-byte rows of bf16 weights),
+// and a weight gradient with C % 128 == 0 (a block's 128 columns in one tap)
+// and K % 32 == 0.
 inline bool nhwc_forward(int C, int K) { return tap_major_forward(C, K) && C % 32 == 0; }
 inline bool nhwc_backward_data(int stride, int C, int K) {
   return tap_major_backward_data(stride, C, K) && K % 32 == 0;
+}
+inline bool nhwc_weight_grad(int C, int K) {
+  return C > 0 && K > 0 && C % 128 == 0 && K % 32 == 0;
 }
 
 // backward_params' tap-major columns (GEMM_N = (r, s, c), WgradTapBLoader):
