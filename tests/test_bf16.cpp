@@ -592,6 +592,120 @@ TEST(Bf16Gemm, PackedAIsRefusedByTheOtherPath) {
     EXPECT_THROW(bf16gemm_amx_packed_a(for_avx512, false, 1, 1.f, b, 1, 0.f, c, 2), RuntimeError);
 }
 
+// A B read through shifts and masks (bf16gemm.h, Bf16ShiftedB) gives the
+// bits of the same product with that B made whole: random groups, shifts
+// (negative ones included) and masks over one buffer whose every position
+// outside the masks is NaN, so a read the masks forbid would show; shapes
+// over several K blocks (K past 1024, so blocks start at columns that are
+// not multiples of 16 or 64) and column blocks (N past 384), both
+// transposes, alpha/beta variants, unpacked and packed A.
+TEST(Bf16Gemm, Avx512Bf16ShiftedBIsBitIdentical) {
+  SKIP_WITHOUT_AVX512_BF16();
+  const std::vector<std::array<int, 3>> shapes = {
+      {1, 1, 1},       {3, 5, 17},    {17, 33, 5},      {33, 17, 257},    {9, 49, 1025},
+      {3, 3, 2049},    {20, 800, 3},  {200, 401, 1061}, {128, 256, 1153}, {40, 1153, 256},
+      {256, 1024, 27}, {7, 385, 33}};
+  const float ab[][2] = {{1.f, 0.f}, {1.f, 1.f}, {-1.5f, 0.f}, {0.5f, -2.f}};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Bf16PackedA packed;
+  uint64_t seed = 900;
+  for (const auto& sh : shapes)
+    for (int t = 0; t < 4; ++t)
+      for (const auto& [alpha, beta] : ab) {
+        const Case cs{bool(t & 1), bool(t & 2), sh[0], sh[1], sh[2], alpha, beta, 0};
+        SCOPED_TRACE(cs.name());
+        Rng rng(seed++);
+        const int b_rows = cs.tb ? cs.n : cs.k, b_cols = cs.tb ? cs.k : cs.n;
+        // groups of 1..9 rows, each row a shift of up to ±40 into its group's
+        // data, about 1 in 5 positions masked off, and off wherever the
+        // shifted position falls outside the buffer's values
+        const int group = 1 + int(rng.next_u64() % 9), groups = (b_rows + group - 1) / group;
+        const ptrdiff_t stride = b_cols + int(rng.next_u64() % 7), margin = 64;
+        std::vector<float> buf(size_t(margin + groups * stride + margin), nan);
+        std::vector<ptrdiff_t> offset(static_cast<size_t>(group));
+        for (auto& o : offset) o = ptrdiff_t(rng.next_u64() % 81) - 40;
+        const int words = (b_cols + 63) / 64 + 2;
+        std::vector<uint64_t> mask(size_t(group) * words, 0);
+        for (int g = 0; g < group; ++g)
+          for (int j = 0; j < b_cols; ++j)
+            if (rng.next_u64() % 5 != 0) mask[size_t(g) * words + j / 64] |= uint64_t(1) << (j % 64);
+        Bf16ShiftedB sb;
+        sb.x = buf.data() + margin;
+        sb.group = group;
+        sb.group_stride = stride;
+        sb.offset = offset.data();
+        sb.mask = mask.data();
+        sb.mask_words = words;
+        // the whole B, and the values the masks let through (the rest stays NaN)
+        std::vector<float> whole(size_t(b_rows) * b_cols, 0.f);
+        for (int i = 0; i < b_rows; ++i) {
+          const int g = i / group, tap = i % group;
+          for (int j = 0; j < b_cols; ++j) {
+            const ptrdiff_t at = g * stride + offset[size_t(tap)] + j;
+            uint64_t& word = mask[size_t(tap) * words + j / 64];
+            if (at < -margin || at >= ptrdiff_t(buf.size()) - margin) word &= ~(uint64_t(1) << (j % 64));
+            if (!(word >> (j % 64) & 1)) continue;
+            float& v = buf[size_t(margin + at)];
+            if (std::isnan(v)) v = rng.uniform(-1.f, 1.f);
+            whole[size_t(i) * b_cols + j] = v;
+          }
+        }
+        // a row's mask cleared after an earlier row of its tap read the value:
+        // remake B from the final masks
+        for (int i = 0; i < b_rows; ++i)
+          for (int j = 0; j < b_cols; ++j) {
+            const int tap = i % group;
+            if (!(mask[size_t(tap) * words + j / 64] >> (j % 64) & 1))
+              whole[size_t(i) * b_cols + j] = 0.f;
+          }
+        Operands o(cs, seed + 5000);
+        o.b = whole;
+        o.ldb = b_cols;
+        const std::vector<float> want = run(bf16gemm_avx512, cs, o);
+        std::vector<float> got = o.c0;
+        bf16gemm_avx512_shifted_b(cs.ta, cs.tb, cs.m, cs.n, cs.k, cs.alpha, o.a.data(), o.lda, sb,
+                                  cs.beta, got.data(), o.ldc);
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+            << "the product through shifts and masks differs from the one with B whole";
+        bf16gemm_avx512_pack_a(cs.ta, cs.m, cs.k, o.a.data(), o.lda, packed);
+        std::vector<float> got_packed = o.c0;
+        bf16gemm_avx512_packed_a_shifted_b(packed, cs.tb, cs.n, cs.alpha, sb, cs.beta,
+                                           got_packed.data(), o.ldc);
+        ASSERT_EQ(0, std::memcmp(want.data(), got_packed.data(), want.size() * sizeof(float)))
+            << "the packed-A product through shifts and masks differs";
+      }
+}
+
+// The path-neutral entries read a Bf16ShiftedB exactly where the path says
+// so, and refuse it elsewhere with an error rather than a wrong product.
+TEST(Bf16Gemm, ShiftedBOnlyWhereThePathTakesOne) {
+  // B (3 × 1) = (x[1], 0, x[0]): taps of offsets 1, 2, 0 over one group,
+  // the middle one (x[2] = -4) masked off
+  const float a[6] = {1, 2, 3, 4, 5, 6}, x[3] = {0.5f, 1.f, -4.f};
+  const ptrdiff_t offset[3] = {1, 2, 0};
+  const uint64_t mask[6] = {1, 0, 0, 0, 1, 0};
+  Bf16ShiftedB sb;
+  sb.x = x;
+  sb.group = 3;
+  sb.group_stride = 3;
+  sb.offset = offset;
+  sb.mask = mask;
+  sb.mask_words = 2;
+  float c[2] = {0, 0};
+  EXPECT_EQ(bf16gemm_takes_shifted_b(), bf16gemm_path() == Bf16GemmPath::kAvx512Bf16);
+  if (!bf16gemm_takes_shifted_b()) {
+    EXPECT_THROW(bf16gemm_shifted_b(false, false, 2, 1, 3, 1.f, a, 3, sb, 0.f, c, 1),
+                 RuntimeError);
+    return;
+  }
+  bf16gemm_shifted_b(false, false, 2, 1, 3, 1.f, a, 3, sb, 0.f, c, 1);
+  EXPECT_EQ(c[0], 2.5f);  // 1·1 + 2·0 + 3·0.5, every value exact in bf16
+  EXPECT_EQ(c[1], 7.f);   // 4·1 + 5·0 + 6·0.5
+  Bf16PackedA for_amx;
+  bf16gemm_amx_pack_a(false, 2, 3, a, 3, for_amx);
+  EXPECT_THROW(bf16gemm_packed_a_shifted_b(for_amx, false, 1, 1.f, sb, 0.f, c, 1), RuntimeError);
+}
+
 // The AMX pack's words are the layout bf16gemm_amx.cpp states: op(A) in
 // 16-row panels of tiles 32 k wide, tile (q, t) at word (q·KT + t)·256, its
 // row i at + 16·i, pair p of that row (k = 32t + 2p low, + 1 high) at + p;

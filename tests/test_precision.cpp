@@ -429,9 +429,15 @@ TEST(PrecisionLayers, Conv2dInBf16OnTheThinPath) {
 // The gemm path's forward and input-gradient passes in bf16 pack the weights
 // once per call where bf16gemm runs amx or avx512_bf16 (conv2d_ops.h): their
 // bits are those of one bf16gemm call per image with the weights as they are
-// (im2col, the product, col2im), which they were before. Shapes with a
-// weight K past one 512-pair block (130·3·3 = 1170), odd everything, a
-// stride, and a pointwise kernel (no im2col); a second call after another
+// (im2col, the product, col2im), which they were before. On the
+// avx512_bf16 path a stride-1 "same" kernel's forward and weight gradient
+// read the column matrix straight from the image instead (Bf16ShiftedB):
+// the same bits again; the weight gradient checked on one image (the order
+// of its per-thread partial sums is another test's). Shapes with a weight K
+// past one 512-pair block (130·3·3 = 1170), odd everything, a stride, a
+// pointwise kernel (no im2col), a 5x5 kernel over a 2x3 image (rows wholly
+// in the padding), and 33x33 outputs (1,089 pixels: the weight gradient's
+// K in two blocks, the forward's N in three); a second call after another
 // shape repacks into the same workspace.
 TEST(PrecisionLayers, Conv2dBf16PackedWeightsGiveThePerImageBits) {
   std::printf("  bf16 GEMM path: %s\n", bf16gemm_path_name(bf16gemm_path()));
@@ -439,6 +445,8 @@ TEST(PrecisionLayers, Conv2dBf16PackedWeightsGiveThePerImageBits) {
       make_conv2d_shape(3, 130, 7, 5, 21, 3, 3, 1, 1),
       make_conv2d_shape(2, 7, 11, 10, 33, 3, 3, 2, 0),
       make_conv2d_shape(3, 19, 5, 3, 37, 1, 1, 1, 0),
+      make_conv2d_shape(2, 3, 2, 3, 20, 5, 5, 1, 2),
+      make_conv2d_shape(2, 4, 33, 33, 24, 3, 3, 1, 1),
       make_conv2d_shape(3, 130, 7, 5, 21, 3, 3, 1, 1),
   };
   cpu::Conv2dWorkspace<float> ws;
@@ -483,6 +491,23 @@ TEST(PrecisionLayers, Conv2dBf16PackedWeightsGiveThePerImageBits) {
     }
     EXPECT_EQ(0, std::memcmp(y.data(), y_ref.data(), y.size() * sizeof(float))) << "y";
     EXPECT_EQ(0, std::memcmp(dx.data(), dx_ref.data(), dx.size() * sizeof(float))) << "dx";
+
+    // The weight gradient of the first image: dw += (0 + dy_0 · col_0^T).
+    Conv2dShape one = sh;
+    one.N = 1;
+    const std::vector<float> dw0 = draw(sh.weight_count());
+    std::vector<float> dw = dw0, part(sh.weight_count(), 0.f), dw_ref(sh.weight_count());
+    float* no_db = nullptr;
+    cpu::conv2d_gemm_backward_params(one, x.data(), dy.data(), dw.data(), no_db, ws,
+                                     Precision::kBf16);
+    const float* c = x.data();
+    if (!sh.is_pointwise()) {
+      cpu::im2col(sh, x.data(), col.data());
+      c = col.data();
+    }
+    bf16gemm(false, true, sh.K, rows, cols, 1.f, dy.data(), cols, c, cols, 1.f, part.data(), rows);
+    for (size_t i = 0; i < dw.size(); ++i) dw_ref[i] = dw0[i] + (0.f + part[i]);
+    EXPECT_EQ(0, std::memcmp(dw.data(), dw_ref.data(), dw.size() * sizeof(float))) << "dw";
   }
 }
 

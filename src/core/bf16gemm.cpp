@@ -177,4 +177,26 @@ void bf16gemm_packed_a(const Bf16PackedA& a, bool trans_b, int n, float alpha, c
   }
 }
 
+
+// ---- B through shifts and masks ------------------------------------------------------
+
+bool bf16gemm_takes_shifted_b() { return bf16gemm_path() == Bf16GemmPath::kAvx512Bf16; }
+
+void bf16gemm_shifted_b(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                        const float* a, int lda, const Bf16ShiftedB& b, float beta, float* c,
+                        int ldc) {
+  if (!bf16gemm_takes_shifted_b())
+    throw RuntimeError(str("bf16gemm_shifted_b: the ", bf16gemm_path_name(bf16gemm_path()),
+                           " path reads a whole B only"));
+  bf16gemm_avx512_shifted_b(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c, ldc);
+}
+
+void bf16gemm_packed_a_shifted_b(const Bf16PackedA& a, bool trans_b, int n, float alpha,
+                                 const Bf16ShiftedB& b, float beta, float* c, int ldc) {
+  if (a.path != Bf16GemmPath::kAvx512Bf16)
+    throw RuntimeError(str("bf16gemm_packed_a_shifted_b: A was packed for the ",
+                           bf16gemm_path_name(a.path), " path, which reads a whole B only"));
+  bf16gemm_avx512_packed_a_shifted_b(a, trans_b, n, alpha, b, beta, c, ldc);
+}
+
 }  // namespace hpmc

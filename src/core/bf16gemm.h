@@ -143,6 +143,44 @@ size_t bf16gemm_amx_packed_a_words(int m, int k);
 void bf16gemm_amx_packed_a(const Bf16PackedA& a, bool trans_b, int n, float alpha,
                            const float* b, int ldb, float beta, float* c, int ldc);
 
+// A B operand read from memory row by row through shifts and masks, instead
+// of made whole first: the column matrix of a stride-1 convolution whose
+// output is as wide as its input, read straight from the image (conv2d_ops.h)
+// rather than copied out by im2col. "Stored" is B as bf16gemm takes it (K ×
+// N, or N × K where trans_b). Stored row i = g·group + t (g: an input
+// channel, t: a kernel tap) holds, at column j, x[g·group_stride + offset[t]
+// + j] where bit j of the tap's mask (words mask[t·mask_words ..], bit j of
+// word j / 64 at j % 64) is set, and 0 where it is not. Masked-off positions
+// are never read (AVX-512 masked loads), so they may lie outside x. The
+// masks hold at least ⌈(columns + 16) / 64⌉ words, zero past the columns.
+struct Bf16ShiftedB {
+  const float* x = nullptr;
+  int group = 1;                     // stored rows per group (a channel's taps)
+  ptrdiff_t group_stride = 0;        // floats from one group's data to the next
+  const ptrdiff_t* offset = nullptr;  // [group]: each tap's shift
+  const uint64_t* mask = nullptr;     // [group][mask_words]
+  int mask_words = 0;
+};
+
+// Whether bf16gemm_path() reads a Bf16ShiftedB (avx512_bf16: yes; amx,
+// fallback: no, make B whole and call the forms above).
+bool bf16gemm_takes_shifted_b();
+// bf16gemm and bf16gemm_packed_a with B from `b`: the bits of the same call
+// with B made whole first (the same words are packed). Require
+// bf16gemm_takes_shifted_b() (the packed form: an A packed by that path).
+void bf16gemm_shifted_b(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                        const float* a, int lda, const Bf16ShiftedB& b, float beta, float* c,
+                        int ldc);
+void bf16gemm_packed_a_shifted_b(const Bf16PackedA& a, bool trans_b, int n, float alpha,
+                                 const Bf16ShiftedB& b, float beta, float* c, int ldc);
+// The avx512_bf16 path's forms directly, for tests (requires
+// bf16gemm_avx512_supported()).
+void bf16gemm_avx512_shifted_b(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                               const float* a, int lda, const Bf16ShiftedB& b, float beta,
+                               float* c, int ldc);
+void bf16gemm_avx512_packed_a_shifted_b(const Bf16PackedA& a, bool trans_b, int n, float alpha,
+                                        const Bf16ShiftedB& b, float beta, float* c, int ldc);
+
 // hpmc bench's measured peak of the amx path: `iters` rounds of four
 // independent TDPBF16PS (16 × 16 × 32 multiply-adds each: 65,536 FLOPs a
 // round) on the calling thread; returns a value that depends on all of them.

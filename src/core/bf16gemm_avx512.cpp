@@ -22,6 +22,10 @@
 // columns past N are zeros, so the kernel always runs whole tiles and only
 // its store is masked.
 //
+// B can also be read through a Bf16ShiftedB's shifts and masks (bf16gemm.h:
+// a convolution's column matrix straight from the image), by the same pack
+// code with another row reader (bf16_pack_avx512.h): the same words.
+//
 // Rounding happens in the packs (their primitives: bf16_pack_avx512.h,
 // shared with the AMX kernel), by vcvtne2ps2bf16 (bf16.h's rule). An
 // operand whose K runs along memory (A, or B transposed) turns into pairs as
@@ -75,6 +79,7 @@ namespace {
 using bf16_pack::pack_cols;
 using bf16_pack::pack_cols8;
 using bf16_pack::pack_rows8;
+using bf16_pack::ShiftedRows;
 using gemm_avx512::choose_nv;
 using gemm_avx512::kblocks_for;
 using gemm_avx512::kMR;
@@ -104,21 +109,30 @@ HPMC_BF16 void pack_a(bool trans, const float* a, ptrdiff_t lda, int i0, int mc,
 }
 
 // Bp ← op(B)[p0 : p0+kc, j0 : j0+nc] as NR-column micro-panels of pairs: pair
-// p of column j of panel q lands at Bp[q·NR·kc2 + p·NR + j].
+// p of column j of panel q lands at Bp[q·NR·kc2 + p·NR + j]. B is read from
+// b or, where sb is non-null, through its shifts and masks (the same words
+// for the same values).
 template <int NV>
-HPMC_BF16 void pack_b(bool trans, const float* b, ptrdiff_t ldb, int p0, int kc, int j0, int nc,
-                      uint32_t* bp) {
+HPMC_BF16 void pack_b(bool trans, const float* b, ptrdiff_t ldb, const Bf16ShiftedB* sb, int p0,
+                      int kc, int j0, int nc, uint32_t* bp) {
   constexpr int NR = 16 * NV;
   const int kc2 = (kc + 1) / 2;
   for (int jr = 0; jr < nc; jr += NR) {
     const int nr = std::min(NR, nc - jr);
     uint32_t* dst = bp + ptrdiff_t(jr) * kc2;
     if (!trans) {  // op(B)(p, j) = b[p·ldb + j]: K across rows
-      pack_cols<NV>(b + p0 * ldb + j0 + jr, ldb, nr, kc, dst, NR);
+      if (sb)
+        pack_cols<NV>(ShiftedRows{sb, p0, j0 + jr}, nr, kc, dst, NR);
+      else
+        pack_cols<NV>(b + p0 * ldb + j0 + jr, ldb, nr, kc, dst, NR);
     } else {  // op(B)(p, j) = b[j·ldb + p]: K along memory, 8 columns at a time
-      for (int jj = 0; jj < NR; jj += 8)
-        pack_rows8(b + (j0 + jr + jj) * ldb + p0, ldb, std::clamp(nr - jj, 0, 8), kc, dst + jj,
-                   NR);
+      for (int jj = 0; jj < NR; jj += 8) {
+        const int rows = std::clamp(nr - jj, 0, 8);
+        if (sb)
+          pack_rows8(ShiftedRows{sb, j0 + jr + jj, p0}, rows, kc, dst + jj, NR);
+        else
+          pack_rows8(b + (j0 + jr + jj) * ldb + p0, ldb, rows, kc, dst + jj, NR);
+      }
     }
   }
 }
@@ -186,11 +200,13 @@ HPMC_BF16 void pack_a_whole(bool trans, const float* a, ptrdiff_t lda, int m, in
 // says: a is then not read) or is packed from `a` (a_packed null): block by
 // block as the loops reach it, or, where N takes several column blocks and A
 // is at most kWholeAWords, whole before the loops, so that it is packed once
-// rather than once a column block (the same words either way).
+// rather than once a column block (the same words either way). B is read
+// from `b` or, where `sb` is non-null, through its shifts and masks.
 template <int NV>
 HPMC_BF16 void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                             const float* a, ptrdiff_t lda, const uint32_t* a_packed,
-                            const float* b, ptrdiff_t ldb, float beta, float* c, ptrdiff_t ldc) {
+                            const float* b, ptrdiff_t ldb, const Bf16ShiftedB* sb, float beta,
+                            float* c, ptrdiff_t ldc) {
   constexpr int NR = 16 * NV;
   constexpr int NC = kNC / NR * NR;
   const int k2 = (k + 1) / 2;
@@ -214,7 +230,7 @@ HPMC_BF16 void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, flo
       const int kc2 = std::min(kc2_max, k2 - pc2);
       const int p0 = 2 * pc2, kc = std::min(2 * kc2, k - p0);  // the block's k values
       const float beta_block = pc2 == 0 ? beta : 1.f;
-      pack_b<NV>(trans_b, b, ldb, p0, kc, jc, nc, bp);
+      pack_b<NV>(trans_b, b, ldb, sb, p0, kc, jc, nc, bp);
       for (int ic = 0; ic < m; ic += kMC) {
         const int mc = std::min(kMC, m - ic);
         const uint32_t* apc = ap;
@@ -234,10 +250,11 @@ HPMC_BF16 void gemm_blocked(bool trans_a, bool trans_b, int m, int n, int k, flo
   }
 }
 
-// The tile width from n, then the loops; A from `a_packed` where non-null.
+// The tile width from n, then the loops; A from `a_packed` where non-null, B
+// from `sb` where non-null.
 void gemm_dispatch(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
-                   int lda, const uint32_t* a_packed, const float* b, int ldb, float beta,
-                   float* c, int ldc) {
+                   int lda, const uint32_t* a_packed, const float* b, int ldb,
+                   const Bf16ShiftedB* sb, float beta, float* c, int ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == 0.f) {
     scale_c(m, n, beta, c, ldc);
@@ -245,13 +262,16 @@ void gemm_dispatch(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
   }
   switch (choose_nv(n)) {
     case 1:
-      gemm_blocked<1>(trans_a, trans_b, m, n, k, alpha, a, lda, a_packed, b, ldb, beta, c, ldc);
+      gemm_blocked<1>(trans_a, trans_b, m, n, k, alpha, a, lda, a_packed, b, ldb, sb, beta, c,
+                       ldc);
       break;
     case 2:
-      gemm_blocked<2>(trans_a, trans_b, m, n, k, alpha, a, lda, a_packed, b, ldb, beta, c, ldc);
+      gemm_blocked<2>(trans_a, trans_b, m, n, k, alpha, a, lda, a_packed, b, ldb, sb, beta, c,
+                       ldc);
       break;
     default:
-      gemm_blocked<3>(trans_a, trans_b, m, n, k, alpha, a, lda, a_packed, b, ldb, beta, c, ldc);
+      gemm_blocked<3>(trans_a, trans_b, m, n, k, alpha, a, lda, a_packed, b, ldb, sb, beta, c,
+                       ldc);
   }
 }
 
@@ -259,7 +279,14 @@ void gemm_dispatch(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
 
 void bf16gemm_avx512(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
                      int lda, const float* b, int ldb, float beta, float* c, int ldc) {
-  gemm_dispatch(trans_a, trans_b, m, n, k, alpha, a, lda, nullptr, b, ldb, beta, c, ldc);
+  gemm_dispatch(trans_a, trans_b, m, n, k, alpha, a, lda, nullptr, b, ldb, nullptr, beta, c,
+                ldc);
+}
+
+void bf16gemm_avx512_shifted_b(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                               const float* a, int lda, const Bf16ShiftedB& b, float beta,
+                               float* c, int ldc) {
+  gemm_dispatch(trans_a, trans_b, m, n, k, alpha, a, lda, nullptr, nullptr, 0, &b, beta, c, ldc);
 }
 
 void bf16gemm_avx512_pack_a(bool trans_a, int m, int k, const float* a, int lda,
@@ -278,8 +305,17 @@ void bf16gemm_avx512_packed_a(const Bf16PackedA& a, bool trans_b, int n, float a
   if (a.path != Bf16GemmPath::kAvx512Bf16)
     throw RuntimeError(str("bf16gemm_avx512_packed_a: A was packed for the ",
                            bf16gemm_path_name(a.path), " path"));
-  gemm_dispatch(a.trans, trans_b, a.m, n, a.k, alpha, nullptr, 0, a.words.get(), b, ldb, beta, c,
-                ldc);
+  gemm_dispatch(a.trans, trans_b, a.m, n, a.k, alpha, nullptr, 0, a.words.get(), b, ldb, nullptr,
+                beta, c, ldc);
+}
+
+void bf16gemm_avx512_packed_a_shifted_b(const Bf16PackedA& a, bool trans_b, int n, float alpha,
+                                        const Bf16ShiftedB& b, float beta, float* c, int ldc) {
+  if (a.path != Bf16GemmPath::kAvx512Bf16)
+    throw RuntimeError(str("bf16gemm_avx512_packed_a_shifted_b: A was packed for the ",
+                           bf16gemm_path_name(a.path), " path"));
+  gemm_dispatch(a.trans, trans_b, a.m, n, a.k, alpha, nullptr, 0, a.words.get(), nullptr, 0, &b,
+                beta, c, ldc);
 }
 
 }  // namespace hpmc
@@ -301,6 +337,16 @@ size_t bf16gemm_avx512_packed_a_words(int, int) { return 0; }
 
 void bf16gemm_avx512_packed_a(const Bf16PackedA&, bool, int, float, const float*, int, float,
                               float*, int) {
+  throw RuntimeError("hpmc's AVX512_BF16 GEMM is not built for this CPU architecture");
+}
+
+void bf16gemm_avx512_shifted_b(bool, bool, int, int, int, float, const float*, int,
+                               const Bf16ShiftedB&, float, float*, int) {
+  throw RuntimeError("hpmc's AVX512_BF16 GEMM is not built for this CPU architecture");
+}
+
+void bf16gemm_avx512_packed_a_shifted_b(const Bf16PackedA&, bool, int, float,
+                                        const Bf16ShiftedB&, float, float*, int) {
   throw RuntimeError("hpmc's AVX512_BF16 GEMM is not built for this CPU architecture");
 }
 

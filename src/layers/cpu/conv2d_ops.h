@@ -12,7 +12,11 @@
 //     In bf16 on the amx and avx512_bf16 paths, the forward and
 //     input-gradient passes pack the weights (their products' A operand)
 //     once per call, not once per image (bf16gemm.h, Bf16PackedA): the same
-//     bits, fewer packs.
+//     bits, fewer packs. On the avx512_bf16 path, a stride-1 kernel whose
+//     output is as wide as its input (Q == W: "same" padding) has no column
+//     matrix in the forward and weight-gradient passes: the product reads
+//     each of its rows straight from the image, as one shifted plane with
+//     holes (bf16gemm.h, Bf16ShiftedB): the same bits, without im2col.
 //   * thin (conv2d_thin.h): direct, vectorised, no column matrix, for layers
 //     with few output channels, where the gemm has too few rows to pay for
 //     im2col. conv2d_forward / _backward_data / _backward_params at the end
@@ -35,6 +39,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -349,6 +355,57 @@ void weights_gemm(const Bf16PackedA* wp, Precision prec, bool trans, int m, int 
   gemm(prec, trans, false, m, n, k, T(1), w, ldw, b, ldb, beta, c, ldc);
 }
 
+// Whether the bf16 products of `sh` in `prec` read the column matrix
+// straight from the image (ShiftedColumns) instead of from im2col's copy:
+// float, bf16, stride 1 with Q == W (each row of the column matrix a shifted
+// plane, as im2col's shifted copy), a kernel that has a column matrix, and a
+// bf16gemm path that reads a Bf16ShiftedB (avx512_bf16).
+template <typename T>
+bool reads_image_directly(const Conv2dShape& sh, Precision prec) {
+  if constexpr (std::is_same_v<T, float>)
+    return prec == Precision::kBf16 && sh.stride == 1 && sh.Q == sh.W && !sh.is_pointwise() &&
+           bf16gemm_takes_shifted_b();
+  return false;
+}
+
+// The column matrix of such a shape as a Bf16ShiftedB: row (c, r, s) is
+// plane c shifted by (r - pad)·W + (s - pad), with the positions im2col
+// zeroes (the padding) masked off — one shift and one mask per tap, made
+// once per pass and shared by the images and threads.
+class ShiftedColumns {
+ public:
+  explicit ShiftedColumns(const Conv2dShape& sh) : sh_(sh) {
+    const int taps = sh.R * sh.S, cols = sh.col_cols();
+    words_ = (cols + 63) / 64 + 2;  // the packs read up to 47 bits past the last column
+    offset_.resize(size_t(taps));
+    mask_.assign(size_t(taps) * size_t(words_), 0);
+    for (int r = 0; r < sh.R; ++r)
+      for (int s = 0; s < sh.S; ++s) {
+        const int t = r * sh.S + s;
+        offset_[size_t(t)] = ptrdiff_t(r - sh.pad) * sh.W + (s - sh.pad);
+        int lo, hi, plo, phi;
+        valid_range(s - sh.pad, 1, sh.W, sh.Q, lo, hi);
+        valid_range(r - sh.pad, 1, sh.H, sh.P, plo, phi);
+        uint64_t* m = mask_.data() + size_t(t) * size_t(words_);
+        for (int p = plo; p < phi; ++p)
+          for (int q = lo; q < hi; ++q) {
+            const int j = p * sh.Q + q;
+            m[j / 64] |= uint64_t(1) << (j % 64);
+          }
+      }
+  }
+  // One image's column matrix.
+  Bf16ShiftedB of(const float* x_img) const {
+    return {x_img, sh_.R * sh_.S, ptrdiff_t(sh_.H) * sh_.W, offset_.data(), mask_.data(), words_};
+  }
+
+ private:
+  Conv2dShape sh_;
+  int words_ = 0;
+  std::vector<ptrdiff_t> offset_;
+  std::vector<uint64_t> mask_;
+};
+
 // Fill each output plane of one image with its bias, so the gemm can add
 // onto it (beta = 1) instead of making a second pass.
 template <typename T>
@@ -366,10 +423,21 @@ void conv2d_gemm_forward(const Conv2dShape& sh, const T* x, const T* w, const T*
   ws.prepare(num_threads());
   const int rows = sh.col_rows(), cols = sh.col_cols();
   const Bf16PackedA* wp = conv_detail::pack_weights(prec, false, sh.K, rows, w, rows, ws);
+  // Where the product reads the image directly (then wp is non-null).
+  std::optional<conv_detail::ShiftedColumns> shifted;
+  if (conv_detail::reads_image_directly<T>(sh, prec)) shifted.emplace(sh);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < sh.N; ++n) {
     const T* xn = x + n * sh.in_sample();
     T* yn = y + n * sh.out_sample();
+    if constexpr (std::is_same_v<T, float>) {
+      if (shifted) {
+        if (b) conv_detail::fill_bias(sh, b, yn);
+        bf16gemm_packed_a_shifted_b(*wp, false, cols, 1.f, shifted->of(xn), b ? 1.f : 0.f, yn,
+                                    cols);
+        continue;
+      }
+    }
     const T* col = xn;
     if (!sh.is_pointwise()) {
       T* buf = conv_detail::grow(ws.col[thread_index()], size_t(rows) * cols);
@@ -415,6 +483,8 @@ void conv2d_gemm_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
   ws.prepare(num_threads());
   const int rows = sh.col_rows(), cols = sh.col_cols();
   const size_t wcount = sh.weight_count();
+  std::optional<conv_detail::ShiftedColumns> shifted;
+  if (conv_detail::reads_image_directly<T>(sh, prec)) shifted.emplace(sh);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < sh.N; ++n) {
     const int t = thread_index();
@@ -427,14 +497,24 @@ void conv2d_gemm_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
     }
     const T* xn = x + n * sh.in_sample();
     const T* dyn = dy + n * sh.out_sample();
-    const T* col = xn;
-    if (!sh.is_pointwise()) {
-      T* buf = conv_detail::grow(ws.col[t], size_t(rows) * cols);
-      im2col(sh, xn, buf);
-      col = buf;
-    }
     // partial dW [K, CRS] += dy_n [K, PQ] · col^T [PQ, CRS]
-    gemm(prec, false, true, sh.K, rows, cols, T(1), dyn, cols, col, cols, T(1), pdw, rows);
+    bool done = false;
+    if constexpr (std::is_same_v<T, float>) {
+      if (shifted) {  // the same product, col read from the image
+        bf16gemm_shifted_b(false, true, sh.K, rows, cols, 1.f, dyn, cols, shifted->of(xn), 1.f,
+                           pdw, rows);
+        done = true;
+      }
+    }
+    if (!done) {
+      const T* col = xn;
+      if (!sh.is_pointwise()) {
+        T* buf = conv_detail::grow(ws.col[t], size_t(rows) * cols);
+        im2col(sh, xn, buf);
+        col = buf;
+      }
+      gemm(prec, false, true, sh.K, rows, cols, T(1), dyn, cols, col, cols, T(1), pdw, rows);
+    }
     if (pdb)
       for (int k = 0; k < sh.K; ++k)
         pdb[k] += T(conv_detail::sum_in_double(dyn + size_t(k) * cols, cols));
