@@ -91,13 +91,17 @@ std::vector<float> operands(const std::vector<float>& v, bool rounded = true) {
   return r;
 }
 
-// Whether a pass of conv2d_* runs on the GEMM engine (and so, in tf32 and
-// bf16, on tensor cores) rather than on the thin kernels, which keep FP32:
-// K ≤ 4 in every pass, 1–4 input channels in forward and the weight gradient.
-bool on_gemm(const Conv2dShape& s, bool backward_data) {
+// Whether a pass of conv2d_* runs on tensor cores in tf32 and bf16 (and so
+// rounds its operands): the GEMM engine does, the thin kernels keep FP32 —
+// K ≤ 4 in every pass, 1–4 input channels in the weight gradient and, in
+// tf32, the forward (in bf16 that forward runs on thin_input_fwd_tc_kernel).
+enum class Pass { kForward, kBackwardData, kWeightGrad };
+bool on_tensor_cores(const Conv2dShape& s, Pass pass) {
   using namespace gpu::implicit_detail;
   if (choose_thin(s.K, s.R, s.S, s.stride, s.pad, s.W, true) != ThinPath::kNone) return false;
-  return backward_data || !thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad);
+  if (pass == Pass::kBackwardData || !thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad))
+    return true;
+  return pass == Pass::kForward && g_products == Precision::kBf16;
 }
 
 // ‖got − ref‖∞ ≤ tol·max(‖ref‖∞, 1e-30), every element finite; tol = 1e-5 in
@@ -288,7 +292,9 @@ void check_conv(const ConvCase& cc, uint64_t seed, bool bias = true, size_t misa
   y.upload(std::vector<float>(dy.size(), kNaN), kGuard);
   imp::conv2d_forward(s, dx_in->ptr(), dw_in->ptr(), bias ? db_in->ptr() : nullptr, y.ptr());
   finish("implicit conv2d_forward");
-  const bool tc = on_gemm(s, false), tc_dx = on_gemm(s, true), tc_dw = on_gemm(s, false);
+  const bool tc = on_tensor_cores(s, Pass::kForward),
+             tc_dx = on_tensor_cores(s, Pass::kBackwardData),
+             tc_dw = on_tensor_cores(s, Pass::kWeightGrad);
   EXPECT_TRUE(matches(y.payload(), ref_forward(s, operands(x, tc), operands(w, tc),
                                                bias ? &b : nullptr)))
       << "forward";
@@ -1293,9 +1299,11 @@ class DevBytes {
   std::shared_ptr<void> mem_;
 };
 
-// The few-input-channel forward (thin_input_fwd_kernel: FP32 FMAs in every
-// precision) is, in fp32, the GEMM path's bits (the same chain over
-// k = c·9 + r·3 + s), with and without the ReLU; and the same kernel with the
+// The few-input-channel forward (thin_input_fwd_kernel: FP32 FMAs; in bf16
+// thin_input_fwd_tc_kernel on tensor cores) matches the double reference (in
+// bf16 on rounded operands, which an FP32 kernel would miss) and is, in fp32,
+// the GEMM path's bits (the same chain over k = c·9 + r·3 + s), with and
+// without the ReLU; and the same kernel with the
 // 2×2 max pool in its stores (conv2d_forward_pool) gives bit for bit the
 // MaxPool2D layer's output on that forward (the CPU's argmax: first maximum,
 // first NaN), codes that name each window's choice, and, from the codes, the
@@ -1338,6 +1346,14 @@ TEST(GpuImplicitThinInput, ForwardWithPool) {
           finish("conv2d_forward_act (few input channels)");
           const std::vector<float> plain = y.payload();
           EXPECT_TRUE(y.guards_intact(kGuard));
+          {
+            const bool tc = on_tensor_cores(s, Pass::kForward);
+            EXPECT_EQ(tc, prec == Precision::kBf16);
+            std::vector<double> ref = ref_forward(s, operands(x, tc), operands(w, tc), &b);
+            if (relu)
+              for (double& v : ref) v = v < 0.0 ? 0.0 : v;
+            EXPECT_TRUE(matches(plain, ref)) << "forward against the double reference";
+          }
           if (prec == Precision::kFp32) {
             DevArray yg(outs);
             yg.upload(std::vector<float>(outs, kNaN), kGuard);

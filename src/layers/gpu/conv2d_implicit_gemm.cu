@@ -903,9 +903,26 @@ TfArgs thin_input_fwd_args(const Conv2dShape& s, bool pooled, const float* y) {
   return a;
 }
 
+// In bf16 on thin_input_fwd_tc_kernel (bf16 tensor cores), elsewhere on
+// thin_input_fwd_kernel (FP32 FMAs).
 template <TfOut OUT, class Act>
 void launch_thin_input_fwd(const Conv2dShape& s, const TfArgs& a, const float* x, const float* w,
                            const float* b, Act act, float* y, unsigned char* code) {
+  if (current_precision() == Precision::kBf16) {
+    const long long gx = (long long)s.N * ((a.qh + kTcQR - 1) / kTcQR) *
+                         ((a.qw + kTcQC - 1) / kTcQC);
+    check_grid("implicit conv2d forward (few input channels, bf16)", gx);
+    const dim3 grid(unsigned(gx), unsigned((s.K + kTcKB - 1) / kTcKB));
+    const unsigned nt = 32 * kTcWarps;
+    switch (s.C) {
+      case 1: thin_input_fwd_tc_kernel<1, OUT><<<grid, nt>>>(a, x, w, b, act, y, code); break;
+      case 2: thin_input_fwd_tc_kernel<2, OUT><<<grid, nt>>>(a, x, w, b, act, y, code); break;
+      case 3: thin_input_fwd_tc_kernel<3, OUT><<<grid, nt>>>(a, x, w, b, act, y, code); break;
+      default: thin_input_fwd_tc_kernel<4, OUT><<<grid, nt>>>(a, x, w, b, act, y, code); break;
+    }
+    HPMC_CUDA_LAUNCH_CHECK("implicit conv2d forward (few input channels, bf16)");
+    return;
+  }
   const long long gx = (a.quads + kTfQuads - 1) / kTfQuads;
   check_grid("implicit conv2d forward (few input channels)", gx);
   const dim3 grid(unsigned(gx), unsigned((s.K + kTfKB - 1) / kTfKB));

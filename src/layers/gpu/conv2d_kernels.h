@@ -50,15 +50,17 @@ namespace implicit {
 // instantiation of the same kernels with the descriptor in the epilogue. The
 // thin kernels (K ≤ 4) have no epilogue: the activation is a pass over y. A
 // convolution of 1–4 input channels (thin_input_applies) runs on its direct
-// FP32 kernel, in every precision, with the activation in its stores.
+// FP32 kernel (in bf16 on its tensor-core kernel), with the activation in its
+// stores.
 void conv2d_forward_act(const Conv2dShape& s, const float* x, const float* w, const float* b,
                         float* y, const Activation& act);
 
 // ---- a first layer's convolution with the 2×2 max pool after it ----
 // A 3×3, stride-1, pad-1 convolution of 1–4 input channels to K > 4
 // (implicit_plan.h's thin_input_applies; H, W ≥ 2) runs on a direct FP32
-// kernel in every precision (implicit_thin_input_kernels.cuh), and can pool
-// its output in the same kernel: the convolution's output is never written.
+// kernel (in bf16 on bf16 tensor cores; implicit_thin_input_kernels.cuh), and
+// can pool its output in the same kernel: the convolution's output is never
+// written.
 bool conv_pool_applies(const Conv2dShape& s);
 // y_pool = maxpool2d 2×2 stride 2 (relu ? relu(conv(x, w) + b) : conv(x, w) + b),
 // [N][K][⌊H/2⌋][⌊W/2⌋], the bits of conv2d_forward_act then the MaxPool2D

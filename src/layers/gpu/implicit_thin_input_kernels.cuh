@@ -8,8 +8,9 @@
 // As a GEMM the forward is N·H·W × K × 9·C: a reduction of 27 for RGB, which
 // the GEMM engines pad to 32 (tensor cores: to pairs of 16) and whose time is
 // the output's memory traffic, not its multiply-adds. thin_input_fwd_kernel
-// computes it directly in FP32 FMAs, in every training.precision (as the thin
-// output kernels do): a thread owns a quad of output pixels (2i .. 2i+1,
+// computes it directly in FP32 FMAs, in fp32 and tf32 (as the thin output
+// kernels do; bf16 has thin_input_fwd_tc_kernel, below, on tensor cores): a
+// thread owns a quad of output pixels (2i .. 2i+1,
 // 2j .. 2j+1) of one image and kTfKT output channels, holds its quad's 4×4
 // input window of each channel in registers (zeros outside the image), and
 // per output channel runs each pixel's chain acc = fma(x, w, acc) from 0 over
@@ -65,6 +66,7 @@
 #include "layers/gpu/implicit_fastdiv.h"
 #include "layers/gpu/implicit_gemm_core.cuh"
 #include "layers/gpu/implicit_plan.h"
+#include "layers/gpu/mma.cuh"
 #include "layers/gpu/pool2x2.cuh"
 
 namespace hpmc::gpu::implicit_detail {
@@ -427,6 +429,216 @@ __global__ void __launch_bounds__(kTfThreads)
             if (2 * i + (p >> 1) < a.H && 2 * j + (p & 1) < a.W) row[(p >> 1) * a.W + (p & 1)] = v[p];
         }
       }
+    }
+  }
+}
+
+// ---- forward on bf16 tensor cores -------------------------------------------------------
+// In training.precision bf16 the forward runs as the GEMM it is, on mma.sync
+// m16n8k16 (thin_input_fwd_tc_kernel): the outputs thin_input_fwd_kernel
+// writes (TfArgs, TfOut: plain, activated, or pooled with codes), from
+// products of bf16-rounded x and w summed in FP32, k = c·9 + r·3 + s
+// ascending in steps of 16 (9·C padded with zeros to a multiple of 16).
+// GEMM_M is the output channels: warp w of a block owns kTcWM = 64 of them,
+// its A fragments (4 m-tiles × the k-steps) read once from the block's
+// weights, staged in bf16 in shared memory, and held in registers. GEMM_N is
+// the pixels, 8 to an n-tile, ordered so that one thread's accumulators hold
+// whole quads: the n-tile pair (top, bottom) of quads (i, 4·pj .. 4·pj + 3)
+// has column 2t + e of the top tile at pixel (2i, 2(4·pj + t) + e) and of the
+// bottom tile at (2i + 1, …), so lane (g, t)'s c0, c1 of both tiles are quad
+// (i, 4·pj + t) of output channel m-tile row g (c2, c3: row g + 8), and the
+// pool and the activation need no exchange between lanes. A block is kTcQR
+// quad rows × kTcQC quad columns of one image × kTcKB channels; its x window
+// (with the halo and zeros outside the image) is staged in shared memory in
+// bf16, and each lane builds its B fragments from it through per-lane
+// offsets of its k values (c, r, s), made once. Pooled, a warp gathers a quad
+// row's 64 × 16 maxima and codes in shared memory and writes them as whole
+// rows (16-byte pieces where aligned), not 16-byte runs of 8 channels. The
+// CIFAR conv1 (3 → 256, 32×32, batch 64, pooled): 1.1 GFLOP with the
+// padding, 21 MB of pooled output and codes.
+constexpr int kTcWarps = 4, kTcWM = 64;    // warps a block, output channels a warp
+constexpr int kTcKB = kTcWarps * kTcWM;    // output channels a block
+constexpr int kTcQR = 2, kTcQC = 16;       // quad rows and columns a block
+constexpr int kTcXR = 2 * kTcQR + 2, kTcXC = 2 * kTcQC + 2;  // the staged x window
+constexpr int kTcYLd = kTcQC + 4;  // a pooled row's stride in floats: distinct banks, 16-byte rows
+
+template <int C>
+struct TcSmem {
+  static constexpr int kKS = (9 * C + 15) / 16;  // k-steps of 16
+  // a weight row's stride in 32-bit words (k pairs): the 8 rows of a
+  // fragment read fall into distinct banks
+  static constexpr int kWLd = 8 * kKS + 4;
+  // the weights until every warp holds its fragments, then the pooled rows
+  // (first: the rows' 16-byte reads need 16-byte alignment)
+  union alignas(16) {
+    uint32_t w[kTcKB * kWLd];  // bf16 pairs, zeros past 9·C and past K
+    struct {
+      float y[kTcWarps][kTcWM * kTcYLd];  // pooled: a quad row's maxima, per warp
+      unsigned char code[kTcWarps][kTcWM * kTcQC];
+    } out;
+  };
+  uint16_t x[C * kTcXR * kTcXC];  // bf16
+};
+
+// Grid: (N·⌈qh/kTcQR⌉·⌈qw/kTcQC⌉, ⌈K/kTcKB⌉); 32·kTcWarps threads.
+template <int C, TfOut OUT>
+__global__ void __launch_bounds__(32 * kTcWarps)
+    thin_input_fwd_tc_kernel(const __grid_constant__ TfArgs a, const float* __restrict__ x,
+                             const float* __restrict__ w, const float* __restrict__ bias,
+                             EpiAct<OUT == TfOut::kAct> act, float* __restrict__ y,
+                             unsigned char* __restrict__ code) {
+  using Sm = TcSmem<C>;
+  constexpr int CRS = 9 * C, KS = Sm::kKS, WLD = Sm::kWLd;
+  __shared__ __align__(16) Sm sm;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int tiles_c = (a.qw + kTcQC - 1) / kTcQC, tiles_r = (a.qh + kTcQR - 1) / kTcQR;
+  const int tc = blockIdx.x % tiles_c, rest = blockIdx.x / tiles_c;
+  const int tr = rest % tiles_r, n = rest / tiles_r;
+  const int i0 = tr * kTcQR, j0 = tc * kTcQC;  // the block's first quad
+  const int kb = blockIdx.y * kTcKB, k0 = kb + warp * kTcWM;
+
+  // x[n][c][2·i0 − 1 + rr][2·j0 − 1 + cc] in bf16, zeros outside the image
+  const float* xn = x + (size_t)n * a.CHW;
+  for (int e = threadIdx.x; e < C * kTcXR * kTcXC; e += blockDim.x) {
+    const int c = e / (kTcXR * kTcXC), rr = e / kTcXC % kTcXR, cc = e % kTcXC;
+    const int hh = 2 * i0 - 1 + rr, ww = 2 * j0 - 1 + cc;
+    const bool ok = (unsigned)hh < (unsigned)a.H && (unsigned)ww < (unsigned)a.W;
+    sm.x[e] = mma::bf16(ok ? __ldg(xn + (size_t)c * a.HW + hh * a.W + ww) : 0.f);
+  }
+  // the block's weights, rows k = 0 .. 16·KS − 1 as bf16 pairs (read in order)
+  for (int e = threadIdx.x; e < kTcKB * 8 * KS; e += blockDim.x) {
+    const int m = e / (8 * KS), p = e - m * (8 * KS), k = 2 * p;
+    const float* row = w + (size_t)(kb + m) * CRS;
+    const bool mok = kb + m < a.K;
+    sm.w[m * WLD + p] = mma::bf16x2(mok && k < CRS ? __ldg(row + k) : 0.f,
+                                    mok && k + 1 < CRS ? __ldg(row + k + 1) : 0.f);
+  }
+  // B: the staged offset of this lane's k values (c, r, s), −1 past 9·C
+  int koff[KS][4];
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int k = ks * 16 + 2 * t + (q & 1) + 8 * (q >> 1);
+      const int c = k / 9, r = k % 9 / 3, sx = k % 3;
+      koff[ks][q] = k < CRS ? (c * kTcXR + r) * kTcXC + sx : -1;
+    }
+  float bv[4][2];  // the bias of rows g and g + 8 of each m-tile
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = k0 + mi * 16 + g + 8 * h;
+      bv[mi][h] = bias && m < a.K ? __ldg(bias + m) : 0.f;
+    }
+  __syncthreads();
+  uint32_t af[4][KS][4];  // A: rows g, g + 8 × k pairs t, t + 4 of each k-step
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        af[mi][ks][q] = sm.w[(warp * kTcWM + mi * 16 + g + 8 * (q & 1)) * WLD + ks * 8 + t +
+                             4 * (q >> 1)];
+  __syncthreads();        // the weights' space is the pooled rows' from here
+  if (k0 >= a.K) return;  // no barrier after this point
+
+  float* ys = sm.out.y[warp];
+  unsigned char* cs = sm.out.code[warp];
+  // pooled rows leave as whole rows: 16-byte pieces where aligned
+  const bool vec_y = a.qw % 4 == 0 && (reinterpret_cast<uintptr_t>(y) & 15) == 0;
+  const bool vec_code = a.qw % 4 == 0 && (reinterpret_cast<uintptr_t>(code) & 3) == 0;
+  const int cols = min(kTcQC, a.qw - j0);  // the block's quad columns
+#pragma unroll 1
+  for (int qi = 0; qi < kTcQR; ++qi) {
+    const int i = i0 + qi;
+    if (i >= a.qh) break;
+#pragma unroll 1
+    for (int pj = 0; pj < kTcQC / 4; ++pj) {
+      const int jl = 4 * pj + t, j = j0 + jl;  // this lane's quad column
+      if (4 * pj >= cols) break;
+      float acc[2][4][4];  // [top, bottom][m-tile][c0..c3]
+#pragma unroll
+      for (int v = 0; v < 2; ++v)
+#pragma unroll
+        for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) acc[v][mi][q] = 0.f;
+#pragma unroll
+      for (int v = 0; v < 2; ++v) {
+        const int pix = (2 * qi + v) * kTcXC + 8 * pj + g;  // pixel column g of the n-tile
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+          uint16_t e[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) e[q] = koff[ks][q] >= 0 ? sm.x[koff[ks][q] + pix] : 0;
+          const uint32_t bf[2] = {uint32_t(e[0]) | uint32_t(e[1]) << 16,
+                                  uint32_t(e[2]) | uint32_t(e[3]) << 16};
+#pragma unroll
+          for (int mi = 0; mi < 4; ++mi) mma::bf16_m16n8k16(acc[v][mi], af[mi][ks], bf);
+        }
+      }
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int cl = mi * 16 + g + 8 * h, ch = k0 + cl;  // the warp's row, the channel
+          float o[4];  // the quad, row-major
+#pragma unroll
+          for (int p = 0; p < 4; ++p)
+            o[p] = act.apply(acc[p >> 1][mi][2 * h + (p & 1)] + bv[mi][h], ch);
+          if constexpr (OUT == TfOut::kPool) {
+            const int at = argmax2x2(o[0], o[1], o[2], o[3]);
+            const float mx = pick4(at, o[0], o[1], o[2], o[3]);
+            ys[cl * kTcYLd + jl] = mx;
+            cs[cl * kTcQC + jl] = pool_code(at, mx);
+          } else {
+            if (j >= a.qw || ch >= a.K) continue;
+            float* row = y + (((size_t)n * a.K + ch) * a.H + 2 * i) * a.W + 2 * j;
+            if (a.vec && 2 * i + 1 < a.H) {
+              *reinterpret_cast<float2*>(row) = make_float2(o[0], o[1]);
+              *reinterpret_cast<float2*>(row + a.W) = make_float2(o[2], o[3]);
+            } else {
+#pragma unroll
+              for (int p = 0; p < 4; ++p)
+                if (2 * i + (p >> 1) < a.H && 2 * j + (p & 1) < a.W)
+                  row[(p >> 1) * a.W + (p & 1)] = o[p];
+            }
+          }
+        }
+    }
+    if constexpr (OUT == TfOut::kPool) {
+      __syncwarp();
+      // the warp's quad row: rows (n, ch, i) of y and code, columns j0 .. j0 + cols
+      const int rows = min(kTcWM, a.K - k0);
+      const size_t first = (((size_t)n * a.K + k0) * a.qh + i) * a.qw + j0;
+      const size_t step = (size_t)a.qh * a.qw;  // from one channel's row to the next
+      if (vec_y && cols == kTcQC) {
+        for (int e = lane; e < rows * (kTcQC / 4); e += 32) {
+          const int cl = e / (kTcQC / 4), q = e % (kTcQC / 4);
+          *reinterpret_cast<float4*>(y + first + cl * step + 4 * q) =
+              *reinterpret_cast<const float4*>(ys + cl * kTcYLd + 4 * q);
+        }
+      } else {
+        for (int e = lane; e < rows * kTcQC; e += 32) {
+          const int cl = e / kTcQC, q = e % kTcQC;
+          if (q < cols) y[first + cl * step + q] = ys[cl * kTcYLd + q];
+        }
+      }
+      if (vec_code && cols == kTcQC) {
+        for (int e = lane; e < rows * (kTcQC / 4); e += 32) {
+          const int cl = e / (kTcQC / 4), q = e % (kTcQC / 4);
+          *reinterpret_cast<uint32_t*>(code + first + cl * step + 4 * q) =
+              *reinterpret_cast<const uint32_t*>(cs + cl * kTcQC + 4 * q);
+        }
+      } else {
+        for (int e = lane; e < rows * kTcQC; e += 32) {
+          const int cl = e / kTcQC, q = e % kTcQC;
+          if (q < cols) code[first + cl * step + q] = cs[cl * kTcQC + q];
+        }
+      }
+      __syncwarp();
     }
   }
 }
