@@ -152,7 +152,8 @@ void bf16gemm_amx_packed_a(const Bf16PackedA& a, bool trans_b, int n, float alph
 // + j] where bit j of the tap's mask (words mask[t·mask_words ..], bit j of
 // word j / 64 at j % 64) is set, and 0 where it is not. Masked-off positions
 // are never read (AVX-512 masked loads), so they may lie outside x. The
-// masks hold at least ⌈(columns + 16) / 64⌉ words, zero past the columns.
+// masks hold at least ⌈columns / 64⌉ + 2 words, zero past the columns (the
+// packs read mask bits up to 47 past the last column, and use none of them).
 struct Bf16ShiftedB {
   const float* x = nullptr;
   int group = 1;                     // stored rows per group (a channel's taps)
