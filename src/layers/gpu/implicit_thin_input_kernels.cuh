@@ -480,6 +480,28 @@ struct TcSmem {
   uint16_t x[C * kTcXR * kTcXC];  // bf16
 };
 
+// A warp's staged quad row out: `rows` rows of `cols` ≤ kTcQC values from
+// src (row stride lds) to dst (row stride step), whole rows in pieces of 4
+// values (P: 4 of T) where `vec` (aligned rows of 4-value multiples) and the
+// row is whole, else value by value.
+template <typename P, typename T>
+__device__ __forceinline__ void warp_rows_out(T* dst, size_t step, const T* src, int lds, int rows,
+                                              int cols, bool vec, int lane) {
+  static_assert(sizeof(P) == 4 * sizeof(T), "a piece is 4 values");
+  if (vec && cols == kTcQC) {
+    for (int e = lane; e < rows * (kTcQC / 4); e += 32) {
+      const int r = e / (kTcQC / 4), q = e % (kTcQC / 4);
+      *reinterpret_cast<P*>(dst + r * step + 4 * q) =
+          *reinterpret_cast<const P*>(src + r * lds + 4 * q);
+    }
+  } else {
+    for (int e = lane; e < rows * kTcQC; e += 32) {
+      const int r = e / kTcQC, q = e % kTcQC;
+      if (q < cols) dst[r * step + q] = src[r * lds + q];
+    }
+  }
+}
+
 // Grid: (N·⌈qh/kTcQR⌉·⌈qw/kTcQC⌉, ⌈K/kTcKB⌉); 32·kTcWarps threads.
 template <int C, TfOut OUT>
 __global__ void __launch_bounds__(32 * kTcWarps)
@@ -614,30 +636,8 @@ __global__ void __launch_bounds__(32 * kTcWarps)
       const int rows = min(kTcWM, a.K - k0);
       const size_t first = (((size_t)n * a.K + k0) * a.qh + i) * a.qw + j0;
       const size_t step = (size_t)a.qh * a.qw;  // from one channel's row to the next
-      if (vec_y && cols == kTcQC) {
-        for (int e = lane; e < rows * (kTcQC / 4); e += 32) {
-          const int cl = e / (kTcQC / 4), q = e % (kTcQC / 4);
-          *reinterpret_cast<float4*>(y + first + cl * step + 4 * q) =
-              *reinterpret_cast<const float4*>(ys + cl * kTcYLd + 4 * q);
-        }
-      } else {
-        for (int e = lane; e < rows * kTcQC; e += 32) {
-          const int cl = e / kTcQC, q = e % kTcQC;
-          if (q < cols) y[first + cl * step + q] = ys[cl * kTcYLd + q];
-        }
-      }
-      if (vec_code && cols == kTcQC) {
-        for (int e = lane; e < rows * (kTcQC / 4); e += 32) {
-          const int cl = e / (kTcQC / 4), q = e % (kTcQC / 4);
-          *reinterpret_cast<uint32_t*>(code + first + cl * step + 4 * q) =
-              *reinterpret_cast<const uint32_t*>(cs + cl * kTcQC + 4 * q);
-        }
-      } else {
-        for (int e = lane; e < rows * kTcQC; e += 32) {
-          const int cl = e / kTcQC, q = e % kTcQC;
-          if (q < cols) code[first + cl * step + q] = cs[cl * kTcQC + q];
-        }
-      }
+      warp_rows_out<float4>(y + first, step, ys, kTcYLd, rows, cols, vec_y, lane);
+      warp_rows_out<uint32_t>(code + first, step, cs, kTcQC, rows, cols, vec_code, lane);
       __syncwarp();
     }
   }
