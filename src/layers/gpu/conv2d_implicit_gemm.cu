@@ -193,6 +193,7 @@
 #include "layers/gpu/implicit_plan.h"
 #include "layers/gpu/implicit_thin_input_kernels.cuh"
 #include "layers/gpu/implicit_upconv_kernels.cuh"
+#include "layers/gpu/implicit_upconv_nhwc_kernels.cuh"
 
 namespace hpmc::gpu {
 
@@ -522,11 +523,20 @@ void to_nhwc_bf16(const float* in, int N, int cin, int plane, uint16_t* out, con
   }
 }
 
-// The refusal of an nhwc plan outside bf16.
+// The channels-last kernels' slices: the plan's k-tiles are 8, theirs 32, so
+// a slice takes ⌈tps/4⌉ of the kt32 k-tiles (the same boundaries as the plan
+// on the FP32-stage engine when tps % 4 == 0).
+void nhwc_slices(int kt32, const ConvPlan& p, int& tps, int& splits) {
+  tps = p.splits == 1 ? kt32 : std::max(1, (p.tps + 3) / 4);
+  splits = std::max(1, (kt32 + tps - 1) / tps);
+}
+
+// The refusal of an nhwc plan outside bf16 (or on a GPU without bf16 tensor cores).
 void check_nhwc_precision(const char* what) {
   if (current_precision() != Precision::kBf16)
     throw RuntimeError(str(what, ": the channels-last kernel runs in training.precision bf16,"
                            " not ", precision_name(current_precision())));
+  check_tensor_cores();
 }
 
 // The channels-last bf16 pass of an nhwc plan (implicit_nhwc_kernels.cuh):
@@ -540,9 +550,9 @@ void conv_nhwc(const ConvArgs& a, bool dgrad, const ConvPlan& p, const float* in
                const char* what) {
   namespace nh = nhwc;
   check_nhwc_precision(what);
-  const int kdim = dgrad ? a.KRS : a.CRS, kt = kdim / nh::kBKN;
-  const int tps = p.splits == 1 ? kt : std::max(1, (p.tps + 3) / 4);
-  const int splits = (kt + tps - 1) / tps;
+  const int kdim = dgrad ? a.KRS : a.CRS;
+  int tps = 1, splits = 1;
+  nhwc_slices(kdim / nh::kBKN, p, tps, splits);
   const long long M = dgrad ? a.NHW : a.NPQ;
   const int Nch = dgrad ? a.C : a.K, plane = dgrad ? a.HW : a.PQ;
   const int cin = dgrad ? a.K : a.C, in_plane = dgrad ? a.PQ : a.HW;
@@ -592,9 +602,8 @@ void conv_nhwc_wgrad(const ConvArgs& a, const ConvPlan& p, const float* x, const
   namespace nh = nhwc;
   const char* what = "implicit conv2d backward_params (channels-last bf16)";
   check_nhwc_precision(what);
-  const int kt = int((a.NPQ + nh::kBKN - 1) / nh::kBKN);
-  const int tps = p.splits == 1 ? kt : std::max(1, (p.tps + 3) / 4);
-  const int splits = (kt + tps - 1) / tps;
+  int tps = 1, splits = 1;
+  nhwc_slices(int((a.NPQ + nh::kBKN - 1) / nh::kBKN), p, tps, splits);
   const long long count = (long long)a.K * a.CRS;
   const size_t slice_floats = splits > 1 ? round4(size_t(splits) * size_t(count)) : 0;
   const size_t x_floats = round4((size_t(a.N) * a.C * a.HW + 1) / 2);
@@ -998,6 +1007,12 @@ void up_extents(const Conv2dShape& s, ConvPass pass, long long& M, long long& N)
   }
 }
 
+bool upconv_nhwc_applies(const Conv2dShape& s, ConvPass pass) {
+  if (pass == ConvPass::kForward) return upconv_nhwc_forward(s);
+  if (pass == ConvPass::kBackwardData) return upconv_nhwc_backward_data(s);
+  return upconv_nhwc_weight_grad(s);
+}
+
 void check_upconv_plan(const Conv2dShape& s, ConvPass pass, const ConvPlan& p) {
   const int kt = std::max(upconv_ktiles(s, pass), 1);
   const int parities = pass == ConvPass::kBackwardData ? 1 : 4;
@@ -1005,6 +1020,10 @@ void check_upconv_plan(const Conv2dShape& s, ConvPass pass, const ConvPlan& p) {
       (long long)p.splits * p.tps < kt || (long long)p.splits * parities > 65535)
     throw RuntimeError(str("implicit conv2d: bad upsample-fold split plan (", p.splits,
                            " slices of ", p.tps, " k-tiles for ", kt, ")"));
+  if (p.nhwc && !upconv_nhwc_applies(s, pass))
+    throw RuntimeError(str("implicit conv2d: the channels-last upsample fold does not apply to"
+                           " C=", s.C, " K=", s.K, " (it needs whole k-tiles of 32 channels;"
+                           " the weight gradient C % 128 == 0 and K % 32 == 0)"));
 }
 
 // The parities' summed filters (upconv_weights_kernel) into out[16·K·C].
@@ -1013,6 +1032,140 @@ void fold_weights(const UpArgs& a, const float* w, bool for_dgrad, float* out) {
                                                                            for_dgrad, out);
   HPMC_CUDA_LAUNCH_CHECK(for_dgrad ? "upsample fold backward_data (summed filters)"
                                    : "upsample fold forward (summed filters)");
+}
+
+// The forward's epilogue without split-K (FoldOut or FoldActOut), for y.
+template <class E>
+E fold_out(const UpArgs& a, float* y, const float* b) {
+  E e{};
+  e.out = y;
+  e.bias = b;
+  e.M = a.M;
+  e.K = a.K;
+  e.w = a.w;
+  e.W = a.W;
+  e.HW = a.HW;
+  e.fhw = a.fhw;
+  e.fw = a.fw;
+  e.row4 = a.w % 4 == 0;
+  return e;
+}
+
+// y = act(the sum of the forward's split slices (parity-major, ws) + b).
+void fold_out_reduce(const float* ws, int splits, const UpArgs& a, const float* b,
+                     const Activation& act, float* y) {
+  const long long count = (long long)a.N * a.K * a.HW;
+  if (act.is_plain())
+    upconv_out_reduce_kernel<<<grid_stride_blocks(count), 256>>>(ws, splits, a, b,
+                                                                 act.kind == ActKind::kRelu, y);
+  else
+    upconv_out_reduce_act_kernel<<<grid_stride_blocks(count), 256>>>(ws, splits, a, b, act, y);
+  HPMC_CUDA_LAUNCH_CHECK("upsample fold forward (split-K sum)");
+}
+
+// The summed filters as bf16 rows of k (upconv_weights_bf16_kernel) into wb.
+void fold_weights_bf16(const UpArgs& a, const float* w, bool for_dgrad, uint16_t* wb,
+                       const char* what) {
+  nhwc::upconv_weights_bf16_kernel<<<grid_stride_blocks((long long)a.K * a.C), 256>>>(
+      w, a.K, a.C, for_dgrad, wb);
+  HPMC_CUDA_LAUNCH_CHECK(what);
+}
+
+// bf16's channels-last fold (implicit_upconv_nhwc_kernels.cuh), one function a
+// pass: the workspace holds the split slices, then the input in NHWC bf16
+// (x_low, or dy), then the summed filters as bf16 rows of k.
+void upconv_nhwc_forward(const UpArgs& a, const ConvPlan& p, const float* x_low,
+                         const float* w, const float* b, float* y, const Activation& act) {
+  namespace nh = nhwc;
+  const char* what = "upsample fold forward (channels-last bf16)";
+  check_nhwc_precision(what);
+  int tps = 1, splits = 1;
+  nhwc_slices(4 * a.C / nh::kBKN, p, tps, splits);
+  const long long slab = (long long)a.M * a.K;  // one parity's slice
+  const size_t slice_floats = splits > 1 ? round4(4 * size_t(splits) * size_t(slab)) : 0;
+  const size_t x_floats = round4((size_t(a.N) * a.C * a.hw + 1) / 2);
+  const size_t w_floats = round4((16 * size_t(a.K) * a.C + 1) / 2);
+  float* ws = scratch().get(slice_floats + x_floats + w_floats);
+  uint16_t* xh = reinterpret_cast<uint16_t*>(ws + slice_floats);
+  uint16_t* wb = reinterpret_cast<uint16_t*>(ws + slice_floats + x_floats);
+  to_nhwc_bf16(x_low, a.N, a.C, a.hw, xh, what);
+  fold_weights_bf16(a, w, false, wb, what);
+  const dim3 grid{unsigned((a.M + nh::kBM - 1) / nh::kBM), unsigned((a.K + nh::kBN - 1) / nh::kBN),
+                  unsigned(4 * splits)};
+  const auto launch = [&](const auto& e) {
+    using Epi = std::decay_t<decltype(e)>;
+    allow_smem<nh::upconv_nhwc_kernel<false, Epi>>(nh::kSmemBytes);
+    nh::upconv_nhwc_kernel<false, Epi><<<grid, nh::kNT, nh::kSmemBytes>>>(a, xh, wb, splits,
+                                                                          tps, e);
+    HPMC_CUDA_LAUNCH_CHECK(what);
+  };
+  if (splits > 1) {
+    launch(make_conv_out(ws, nullptr, a.M, a.K, a.hw, slab));
+    fold_out_reduce(ws, splits, a, b, act, y);
+  } else if (act.is_plain()) {
+    FoldOut e = fold_out<FoldOut>(a, y, b);
+    e.act.relu = act.kind == ActKind::kRelu;
+    launch(e);
+  } else {
+    FoldActOut e = fold_out<FoldActOut>(a, y, b);
+    e.act.act = act;
+    launch(e);
+  }
+}
+
+void upconv_nhwc_backward_data(const UpArgs& a, const ConvPlan& p, const float* dy,
+                               const float* w, const float* relu_mask, float* dx_low) {
+  namespace nh = nhwc;
+  const char* what = "upsample fold backward_data (channels-last bf16)";
+  check_nhwc_precision(what);
+  int tps = 1, splits = 1;
+  nhwc_slices(16 * a.K / nh::kBKN, p, tps, splits);
+  const long long count = (long long)a.M * a.C;
+  const size_t slice_floats = splits > 1 ? round4(size_t(splits) * size_t(count)) : 0;
+  const size_t dy_floats = round4((size_t(a.N) * a.K * a.HW + 1) / 2);
+  const size_t w_floats = round4((16 * size_t(a.K) * a.C + 1) / 2);
+  float* ws = scratch().get(slice_floats + dy_floats + w_floats);
+  uint16_t* dyh = reinterpret_cast<uint16_t*>(ws + slice_floats);
+  uint16_t* wb = reinterpret_cast<uint16_t*>(ws + slice_floats + dy_floats);
+  to_nhwc_bf16(dy, a.N, a.K, a.HW, dyh, what);
+  fold_weights_bf16(a, w, true, wb, what);
+  const ConvOut e = splits > 1 ? make_conv_out(ws, nullptr, a.M, a.C, a.hw, count)
+                               : make_conv_out(dx_low, nullptr, a.M, a.C, a.hw, 0, false, relu_mask);
+  const dim3 grid{unsigned((a.M + nh::kBM - 1) / nh::kBM), unsigned((a.C + nh::kBN - 1) / nh::kBN),
+                  unsigned(splits)};
+  allow_smem<nh::upconv_nhwc_kernel<true, ConvOut>>(nh::kSmemBytes);
+  nh::upconv_nhwc_kernel<true, ConvOut><<<grid, nh::kNT, nh::kSmemBytes>>>(a, dyh, wb, splits,
+                                                                           tps, e);
+  HPMC_CUDA_LAUNCH_CHECK(what);
+  if (splits > 1)
+    reduce_out_slices(ws, splits, count, a.hw, a.C, nullptr, false, dx_low,
+                      "upsample fold backward_data (split-K sum)", relu_mask);
+}
+
+void upconv_nhwc_weight_grad(const UpArgs& a, const ConvPlan& p, const float* x_low,
+                             const float* dy, float* dw) {
+  namespace nh = nhwc;
+  const char* what = "upsample fold backward_params (channels-last bf16)";
+  check_nhwc_precision(what);
+  int tps = 1, splits = 1;
+  nhwc_slices((a.M + nh::kBKN - 1) / nh::kBKN, p, tps, splits);
+  const long long slab = 4ll * a.K * a.C;  // one parity's slice: [K][4·C]
+  const size_t slice_floats = round4(4 * size_t(splits) * size_t(slab));
+  const size_t x_floats = round4((size_t(a.N) * a.C * a.hw + 1) / 2);
+  const size_t dy_floats = round4((size_t(a.N) * a.K * a.HW + 1) / 2);
+  float* ws = scratch().get(slice_floats + x_floats + dy_floats);
+  uint16_t* xh = reinterpret_cast<uint16_t*>(ws + slice_floats);
+  uint16_t* dyh = reinterpret_cast<uint16_t*>(ws + slice_floats + x_floats);
+  to_nhwc_bf16(x_low, a.N, a.C, a.hw, xh, what);
+  to_nhwc_bf16(dy, a.N, a.K, a.HW, dyh, what);
+  const dim3 grid{unsigned((a.K + nh::kBM - 1) / nh::kBM), unsigned(4 * a.C / nh::kBN),
+                  unsigned(4 * splits)};
+  allow_smem<nh::upconv_nhwc_wgrad_kernel>(nh::kSmemBytes);
+  nh::upconv_nhwc_wgrad_kernel<<<grid, nh::kNT, nh::kSmemBytes>>>(a, xh, dyh, splits, tps, ws);
+  HPMC_CUDA_LAUNCH_CHECK(what);
+  upconv_wgrad_reduce_kernel<<<grid_stride_blocks(9ll * a.K * a.C), 256>>>(ws, splits, a.K, a.C,
+                                                                         dw);
+  HPMC_CUDA_LAUNCH_CHECK("upsample fold backward_params (sum of parities and slices)");
 }
 
 }  // namespace
@@ -1058,15 +1211,18 @@ ConvPlan plan_upconv(const Conv2dShape& s, ConvPass pass) {
       break;
   }
   p.tap = true;
+  p.nhwc = current_precision() == Precision::kBf16 && upconv_nhwc_applies(s, pass);
   return p;
 }
 
-ConvPlan make_upconv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits) {
+ConvPlan make_upconv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits,
+                          bool nhwc) {
   const int kt = std::max(upconv_ktiles(s, pass), 1);
   ConvPlan p;
   p.tile = tile;
   split_plan(splits, kt, 1, 65535 / 4, p.splits, p.tps);
   p.tap = true;
+  p.nhwc = nhwc;
   check_upconv_plan(s, pass, p);
   return p;
 }
@@ -1076,6 +1232,7 @@ void upconv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float
   const UpArgs a = checked_up_args(s);
   if (a.M == 0) return;
   check_upconv_plan(s, ConvPass::kForward, p);
+  if (p.nhwc) return upconv_nhwc_forward(a, p, x_low, w, b, y, act);
   const long long slab = (long long)a.M * a.K;  // one parity's slice
   const size_t wf_floats = round4(16 * size_t(a.K) * size_t(a.C));
   const size_t slice_floats = p.splits > 1 ? 4 * size_t(p.splits) * size_t(slab) : 0;
@@ -1094,39 +1251,17 @@ void upconv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float
       HPMC_CUDA_LAUNCH_CHECK("upsample fold forward");
     });
   };
-  const auto fold_out = [&](auto e) {
-    e.out = y;
-    e.bias = b;
-    e.M = a.M;
-    e.K = a.K;
-    e.w = a.w;
-    e.W = a.W;
-    e.HW = a.HW;
-    e.fhw = a.fhw;
-    e.fw = a.fw;
-    e.row4 = a.w % 4 == 0;
-    return e;
-  };
   if (p.splits > 1) {
     launch(make_conv_out(ws + wf_floats, nullptr, a.M, a.K, a.hw, slab), p.splits);
+    fold_out_reduce(ws + wf_floats, p.splits, a, b, act, y);
   } else if (act.is_plain()) {
-    FoldOut e = fold_out(FoldOut{});
+    FoldOut e = fold_out<FoldOut>(a, y, b);
     e.act.relu = act.kind == ActKind::kRelu;
     launch(e, 1);
   } else {
-    FoldActOut e = fold_out(FoldActOut{});
+    FoldActOut e = fold_out<FoldActOut>(a, y, b);
     e.act.act = act;
     launch(e, 1);
-  }
-  if (p.splits > 1) {
-    const long long count = (long long)a.N * a.K * a.HW;
-    if (act.is_plain())
-      upconv_out_reduce_kernel<<<grid_stride_blocks(count), 256>>>(
-          ws + wf_floats, p.splits, a, b, act.kind == ActKind::kRelu, y);
-    else
-      upconv_out_reduce_act_kernel<<<grid_stride_blocks(count), 256>>>(ws + wf_floats, p.splits,
-                                                                       a, b, act, y);
-    HPMC_CUDA_LAUNCH_CHECK("upsample fold forward (split-K sum)");
   }
 }
 
@@ -1135,6 +1270,7 @@ void upconv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const
   const UpArgs a = checked_up_args(s);
   if (a.M == 0) return;
   check_upconv_plan(s, ConvPass::kBackwardData, p);
+  if (p.nhwc) return upconv_nhwc_backward_data(a, p, dy, w, relu_mask, dx_low);
   const long long count = (long long)a.M * a.C;
   const size_t wd_floats = round4(16 * size_t(a.K) * size_t(a.C));
   const size_t slice_floats = p.splits > 1 ? size_t(p.splits) * size_t(count) : 0;
@@ -1161,6 +1297,7 @@ void upconv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const f
   const UpArgs a = checked_up_args(s);
   if (a.M == 0) return;  // nothing to add
   check_upconv_plan(s, ConvPass::kWeightGrad, p);
+  if (p.nhwc) return upconv_nhwc_weight_grad(a, p, x_low, dy, dw);
   const long long slab = 4ll * a.K * a.C;  // one parity's slice: [K][4·C]
   float* ws = scratch().get(4 * size_t(p.splits) * size_t(slab));
   const MatOut e = make_mat_out(ws, 4ll * a.C, slab, a.K, 4 * a.C, false);

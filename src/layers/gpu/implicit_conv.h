@@ -65,10 +65,14 @@ bool bias_column_fits(const Conv2dShape& s, const ConvPlan& p);
 //   backward_data   M = N·h·w, N = C, K = 16·K (parity, tap, channel)  (blockIdx.z: slice)
 //   weight grad     per parity: M = K, N = 4·C, K = N·h·w      (blockIdx.z: parity·splits + slice)
 // tap is ignored (every fold pass is tap-major). `splits` is rounded so that no
-// slice is empty.
+// slice is empty. nhwc: bf16's channels-last fold (implicit_plan.h's
+// upconv_nhwc_*; plan_upconv takes it in bf16 where it applies): its own
+// 128×128 tile, slices of ⌈tps/4⌉ k-tiles of 32; make_upconv_plan throws
+// where it does not apply, and the planned functions outside bf16.
 int upconv_ktiles(const Conv2dShape& s, ConvPass pass);
 ConvPlan plan_upconv(const Conv2dShape& s, ConvPass pass);
-ConvPlan make_upconv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits);
+ConvPlan make_upconv_plan(const Conv2dShape& s, ConvPass pass, Tile tile, int splits,
+                          bool nhwc = false);
 void upconv_forward_planned(const Conv2dShape& s, const ConvPlan& p, const float* x_low,
                             const float* w, const float* b, float* y, const Activation& act);
 void upconv_backward_data_planned(const Conv2dShape& s, const ConvPlan& p, const float* dy,

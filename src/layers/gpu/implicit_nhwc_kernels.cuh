@@ -299,42 +299,34 @@ struct WStage {
 };
 static_assert(sizeof(WStage) == sizeof(Stage), "the same stages");
 
-// Slice blockIdx.z covers k-tiles (of 32 pixels) [z·tps, min((z+1)·tps,
-// ktiles)). add_taps: dw[(ko·C + c)·RS + rs] += the block's values (one
-// slice); else slice z of out ([K][C·R·S], the tap-major columns).
-// kSmemBytes of dynamic shared memory. K % 32 == 0.
-__global__ void __launch_bounds__(kNT, 2)
-    conv_nhwc_wgrad_kernel(const __grid_constant__ ConvArgs a, const uint16_t* __restrict__ xh,
-                           const uint16_t* __restrict__ dyh, int tps, float* __restrict__ out,
-                           bool add_taps) {
+// The weight gradient's main loop: acc += the block's 128 rows of ko (from m0)
+// by its 128 columns (channels cb … cb + 127 of one tap) over k-tiles [kt0,
+// kt1) of 32 pixels. rows(k, dp, xp) says whether pixel k exists and, if so,
+// gives its row of dy (dp: K values from dyh) and the row of x its tap reads
+// (xp: C values from xh; −1 where the tap falls outside the image).
+template <class Rows>
+__device__ __forceinline__ void nhwc_wgrad_tile(const Rows& rows, const uint16_t* __restrict__ xh,
+                                                const uint16_t* __restrict__ dyh, int K, int C,
+                                                int m0, int cb, int kt0, int kt1,
+                                                float (&acc)[kMI][kNI][4]) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   WStage* const sm = reinterpret_cast<WStage*>(smem_raw);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int m0 = blockIdx.x * kBM, n0 = blockIdx.y * kBN;
   const int wm0 = (warp % Tc::WGM) * Tc::WM, wn0 = (warp / Tc::WGM) * Tc::WN;
-  const int tap = n0 / a.C, cb = n0 - tap * a.C;
-  const int r = tap / a.S, s = tap - r * a.S;
-  const int ktiles = int((a.NPQ + kBKN - 1) / kBKN);
-  const int kt0 = min((int)blockIdx.z * tps, ktiles), kt1 = min(kt0 + tps, ktiles);
-  float acc[kMI][kNI][4];
   zero(acc);
 
   // Thread t copies pieces 4(t % 4) … +3 of row (pixel) t / 4 of both operands.
   const int krow = tid >> 2, pc0 = (tid & 3) * 4;
   const auto issue = [&](int t, int st) {
-    const int k = (kt0 + t) * kBKN + krow;
-    const bool kv = k < a.NPQ;
-    int img, pq, p, q;
-    a.fPQ.divmod(kv ? k : 0, img, pq);
-    a.fQ.divmod(pq, p, q);
-    const int h = p * a.stride - a.pad + r, w = q * a.stride - a.pad + s;
-    const bool xv = kv && (unsigned)h < (unsigned)a.H && (unsigned)w < (unsigned)a.W;
-    const uint16_t* dsrc = dyh + ((long long)(kv ? k : 0) * a.K + m0);
-    const uint16_t* xsrc = xh + ((long long)(xv ? (img * a.H + h) * a.W + w : 0) * a.C + cb);
+    int dp = 0, xp = -1;
+    const bool kv = rows((kt0 + t) * kBKN + krow, dp, xp);
+    const bool xv = kv && xp >= 0;
+    const uint16_t* dsrc = dyh + ((long long)(kv ? dp : 0) * K + m0);
+    const uint16_t* xsrc = xh + ((long long)(xv ? xp : 0) * C + cb);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int pc = pc0 + e, slot = pc ^ (krow & 7);
-      const bool dv = kv && m0 + 8 * pc < a.K;
+      const bool dv = kv && m0 + 8 * pc < K;
       copy16(reinterpret_cast<float*>(&sm[st].a[krow][slot]),
              reinterpret_cast<const float*>(dv ? dsrc + 8 * pc : dyh), dv);
       copy16(reinterpret_cast<float*>(&sm[st].b[krow][slot]),
@@ -370,28 +362,65 @@ __global__ void __launch_bounds__(kNT, 2)
           gpu::mma::ldmatrix_x4(bf[buf][jp], sb + boff[jp], true);
       },
       [&](int buf) { nhwc_mma(af[buf], bf[buf], acc); });
+}
 
+// The weight gradient tile's values, in the mma's own layout (rows 16i + g,
+// g + 8; columns 8j + 2t, 2t + 1): store(ko, column in the block, v, v at the
+// next column) for every ko < K.
+template <class Store>
+__device__ __forceinline__ void nhwc_wgrad_store(const float (&acc)[kMI][kNI][4], int K, int m0,
+                                                 const Store& store) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int wm0 = (warp % Tc::WGM) * Tc::WM, wn0 = (warp / Tc::WGM) * Tc::WN;
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int i = 0; i < kMI; ++i)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int ko = m0 + wm0 + 16 * i + 8 * h + g;
-      if (ko >= a.K) continue;
+      if (ko >= K) continue;
 #pragma unroll
-      for (int j = 0; j < kNI; ++j) {
-        const int nl = wn0 + 8 * j + 2 * t;  // the column in the block
-        const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
-        if (add_taps) {
-          float* o = out + (((size_t)ko * a.C + cb + nl) * a.RS + tap);
-          o[0] = o[0] + v0;
-          o[a.RS] = o[a.RS] + v1;
-        } else {
-          float* o = out + ((size_t)blockIdx.z * a.K + ko) * a.CRS + n0 + nl;
-          *reinterpret_cast<float2*>(o) = make_float2(v0, v1);
-        }
-      }
+      for (int j = 0; j < kNI; ++j)
+        store(ko, wn0 + 8 * j + 2 * t, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
     }
+}
+
+// Slice blockIdx.z covers k-tiles (of 32 pixels) [z·tps, min((z+1)·tps,
+// ktiles)). add_taps: dw[(ko·C + c)·RS + rs] += the block's values (one
+// slice); else slice z of out ([K][C·R·S], the tap-major columns).
+// kSmemBytes of dynamic shared memory. K % 32 == 0.
+__global__ void __launch_bounds__(kNT, 2)
+    conv_nhwc_wgrad_kernel(const __grid_constant__ ConvArgs a, const uint16_t* __restrict__ xh,
+                           const uint16_t* __restrict__ dyh, int tps, float* __restrict__ out,
+                           bool add_taps) {
+  const int m0 = blockIdx.x * kBM, n0 = blockIdx.y * kBN;
+  const int tap = n0 / a.C, cb = n0 - tap * a.C;
+  const int r = tap / a.S, s = tap - r * a.S;
+  const int ktiles = int((a.NPQ + kBKN - 1) / kBKN);
+  const int kt0 = min((int)blockIdx.z * tps, ktiles), kt1 = min(kt0 + tps, ktiles);
+  const auto rows = [&](int k, int& dp, int& xp) {
+    if (k >= a.NPQ) return false;
+    int img, pq, p, q;
+    a.fPQ.divmod(k, img, pq);
+    a.fQ.divmod(pq, p, q);
+    const int h = p * a.stride - a.pad + r, w = q * a.stride - a.pad + s;
+    dp = k;
+    xp = (unsigned)h < (unsigned)a.H && (unsigned)w < (unsigned)a.W ? (img * a.H + h) * a.W + w
+                                                                    : -1;
+    return true;
+  };
+  float acc[kMI][kNI][4];
+  nhwc_wgrad_tile(rows, xh, dyh, a.K, a.C, m0, cb, kt0, kt1, acc);
+  nhwc_wgrad_store(acc, a.K, m0, [&](int ko, int nl, float v0, float v1) {
+    if (add_taps) {
+      float* o = out + (((size_t)ko * a.C + cb + nl) * a.RS + tap);
+      o[0] = o[0] + v0;
+      o[a.RS] = o[a.RS] + v1;
+    } else {
+      float* o = out + ((size_t)blockIdx.z * a.K + ko) * a.CRS + n0 + nl;
+      *reinterpret_cast<float2*>(o) = make_float2(v0, v1);
+    }
+  });
 }
 
 // y[n][p][c] = bf16(x[n][c][p]) for p < HW, C % 32 == 0: a block takes 64

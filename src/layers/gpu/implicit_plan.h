@@ -278,6 +278,19 @@ inline bool upconv_gemm_applies(const Conv2dShape& s) {
 inline bool upconv_thin_applies(const Conv2dShape& s) {
   return upconv_shape(s) && s.K >= 1 && s.K <= kThinMaxK;
 }
+// bf16's channels-last fold (implicit_upconv_nhwc_kernels.cuh), per pass: the
+// GEMM fold with whole k-tiles of 32 channels inside a tap — forward C % 32
+// == 0, backward_data K % 32 == 0 — and, as nhwc_weight_grad, a weight
+// gradient with C % 128 == 0 (a block's columns in one tap) and K % 32 == 0.
+inline bool upconv_nhwc_forward(const Conv2dShape& s) {
+  return upconv_gemm_applies(s) && s.C % 32 == 0;
+}
+inline bool upconv_nhwc_backward_data(const Conv2dShape& s) {
+  return upconv_gemm_applies(s) && s.K % 32 == 0;
+}
+inline bool upconv_nhwc_weight_grad(const Conv2dShape& s) {
+  return upconv_gemm_applies(s) && s.C % 128 == 0 && s.K % 32 == 0;
+}
 // Whether either fold takes the convolution (implicit::upconv_applies): what
 // the GPU rewrite (model/gpu_rewrite.h) asks before it folds an upsample.
 inline bool upconv_fold_applies(const Conv2dShape& s) {

@@ -294,6 +294,21 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MINB)
   run_tile<Cfg>(al, bl, kt0, kt1, epi, m0, n0);
 }
 
+// Wc_p[t] (pt = 4p + t) of one filter src[r·3 + s]: the sum of the taps it
+// folds, r then s ascending, in double, rounded once to float.
+__device__ __forceinline__ float fold_weight_sum(const float (&src)[9], int pt) {
+  const int p = pt >> 2, t = pt & 3, py = p >> 1, px = p & 1, ta = t >> 1, tb = t & 1;
+  double sum = 0.0;
+#pragma unroll
+  for (int r = 0; r < 3; ++r)
+#pragma unroll
+    for (int q = 0; q < 3; ++q)
+      if (r >= fold_lo(py, ta) && r <= fold_hi(py, ta) && q >= fold_lo(px, tb) &&
+          q <= fold_hi(px, tb))
+        sum += (double)src[r * 3 + q];
+  return (float)sum;
+}
+
 // The parities' summed filters, from w[ko][c][r][s]:
 //   forward         wf[((p·4 + t)·C + c)·K + ko]
 //   backward_data   wd[((p·4 + t)·K + ko)·C + c]
@@ -318,17 +333,8 @@ __global__ void __launch_bounds__(256)
     for (int j = 0; j < 9; ++j) src[j] = __ldg(w + ((size_t)ko * C + c) * 9 + j);
 #pragma unroll
     for (int pt = 0; pt < 16; ++pt) {
-      const int p = pt >> 2, t = pt & 3, py = p >> 1, px = p & 1, ta = t >> 1, tb = t & 1;
-      double sum = 0.0;
-#pragma unroll
-      for (int r = 0; r < 3; ++r)
-#pragma unroll
-        for (int q = 0; q < 3; ++q)
-          if (r >= fold_lo(py, ta) && r <= fold_hi(py, ta) && q >= fold_lo(px, tb) &&
-              q <= fold_hi(px, tb))
-            sum += (double)src[r * 3 + q];
       const size_t o = for_dgrad ? ((size_t)pt * K + ko) * C + c : ((size_t)pt * C + c) * K + ko;
-      out[o] = (float)sum;
+      out[o] = fold_weight_sum(src, pt);
     }
   }
 }
