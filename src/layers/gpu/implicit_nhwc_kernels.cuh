@@ -1,8 +1,10 @@
 // implicit_nhwc_kernels.cuh — the bf16 tensor-core convolution on channels-last
 // operands: the tap-major forward and backward_data of training.precision bf16
 // when the reduction's channels come in whole k-tiles of 32 (nhwc_forward /
-// nhwc_backward_data, implicit_plan.h). conv2d_implicit_gemm.cu is the only
-// includer; read implicit_gemm_tc.cuh first (fragments, run_pos, tc_store).
+// nhwc_backward_data, implicit_plan.h), and the weight gradient (below). The
+// upsample fold runs on the same main loops (implicit_upconv_nhwc_kernels.cuh).
+// conv2d_implicit_gemm.cu is the only includer; read implicit_gemm_tc.cuh
+// first (fragments, run_pos, tc_store).
 //
 // Why: the engine of implicit_gemm_tc.cuh keeps FP32 operands in shared memory
 // and gathers NCHW activations four bytes at a time, so that a k-tile of 8
@@ -214,15 +216,15 @@ __device__ __forceinline__ void zero(float (&acc)[kMI][kNI][4]) {
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 }
 
-// The forward / backward_data tile over k-tiles [kt0, kt1) of 32.
-template <class AL, class Epi>
-__device__ __forceinline__ void nhwc_tile(AL& al, BLoader& bl, int kt0, int kt1, const Epi& epi,
-                                          int m0, int n0) {
+// The forward / backward_data tile's products over k-tiles [kt0, kt1) of 32
+// into acc (tc_store's layout).
+template <class AL>
+__device__ __forceinline__ void nhwc_tile(AL& al, BLoader& bl, int kt0, int kt1,
+                                          float (&acc)[kMI][kNI][4]) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Stage* const sm = reinterpret_cast<Stage*>(smem_raw);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wm0 = (warp % Tc::WGM) * Tc::WM, wn0 = (warp / Tc::WGM) * Tc::WN;
-  float acc[kMI][kNI][4];
   zero(acc);
 
   // Each lane's ldmatrix row address in a stage, for the first 16 k (the
@@ -261,6 +263,14 @@ __device__ __forceinline__ void nhwc_tile(AL& al, BLoader& bl, int kt0, int kt1,
           gpu::mma::ldmatrix_x4(bf[buf][jp], sb + (boff[jp] ^ x));
       },
       [&](int buf) { nhwc_mma(af[buf], bf[buf], acc); });
+}
+
+// acc through the epilogue (tc_store: each lane stores its runs of 4 rows).
+template <class Epi>
+__device__ __forceinline__ void nhwc_store(const Epi& epi, const float (&acc)[kMI][kNI][4],
+                                           int m0, int n0) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int wm0 = (warp % Tc::WGM) * Tc::WM, wn0 = (warp / Tc::WGM) * Tc::WN;
   tc_store<Tc>(epi, acc, m0 + wm0, n0 + wn0, lane);
 }
 
@@ -277,7 +287,9 @@ __global__ void __launch_bounds__(kNT, 2)
   const int kt0 = min((int)blockIdx.z * tps, ktiles), kt1 = min(kt0 + tps, ktiles);
   ALoader<DGRAD> al(a, in, m0, threadIdx.x);
   BLoader bl(wb, DGRAD ? a.C : a.K, kdim, n0, threadIdx.x);
-  nhwc_tile(al, bl, kt0, kt1, epi, m0, n0);
+  float acc[kMI][kNI][4];
+  nhwc_tile(al, bl, kt0, kt1, acc);
+  nhwc_store(epi, acc, m0, n0);
 }
 
 // ---- the weight gradient ----------------------------------------------------

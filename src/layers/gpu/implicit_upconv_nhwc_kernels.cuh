@@ -93,6 +93,51 @@ struct FoldRowsLoader {
   }
 };
 
+// The forward's epilogue without split-K (FoldOut, FoldActOut): the tile goes
+// through shared memory (the stages, free after the main loop), 64 columns
+// at a time, and is stored with the lanes along m. Output pixels of one
+// parity lie two floats apart, so tc_store's runs (each lane 4 rows of one
+// column) put every store of a warp in a different 32-byte sector; here a
+// warp's 32 rows (4 image rows of 8 pixels, say) fall in 8 sectors.
+template <bool ACT>
+__device__ __forceinline__ void nhwc_store(const FoldOutT<ACT>& epi,
+                                           const float (&acc)[kMI][kNI][4], int m0, int n0) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  float* const tile = reinterpret_cast<float*>(smem_raw);
+  constexpr int kHalf = kBN / 2, kLd = kBM + 4;
+  static_assert(sizeof(float) * kHalf * kLd <= kSmemBytes, "the staged half fits the stages");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int wm0 = (warp % Tc::WGM) * Tc::WM, wn0 = (warp / Tc::WGM) * Tc::WN;
+  const int g = lane >> 2, t = lane & 3;
+  // Rows are stored at m ^ ((column >> 3) & 3): a warp's writes (rows 4g + u,
+  // columns 8t + …) then hit 32 banks, and its reads (32 rows of a column) still do.
+  const auto swz = [](int col) { return (col >> 3) & 3; };
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    __syncthreads();  // the stages' last reads (or the previous half's) are done
+    if (wn0 == half * kHalf) {  // warp-uniform: this warp's columns are this half
+#pragma unroll
+      for (int i = 0; i < kMI; ++i)
+#pragma unroll
+        for (int j = 0; j < kNI; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {  // tc_store's row and column of acc[i][j][e]
+            const int m = wm0 + run_pos<2 * kMI>(2 * i + (e >> 1), g);
+            const int col = run_pos<kNI>(j, 2 * t + (e & 1));
+            tile[col * kLd + (m ^ swz(col))] = acc[i][j][e];
+          }
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < kHalf * kBM; idx += kNT) {
+      const int nl = idx / kBM, ml = idx - nl * kBM;
+      const int m = m0 + ml, n = n0 + half * kHalf + nl;
+      if (m >= epi.M || n >= epi.K) continue;
+      const float b = epi.bias ? __ldg(epi.bias + n) : 0.f;
+      *epi.at(m, n) = epi.value(tile[nl * kLd + (ml ^ swz(nl))], b, n);
+    }
+  }
+}
+
 // Forward (blockIdx.z = parity·splits + slice; Epi FoldOut / FoldActOut with
 // one slice, else ConvOut into the parity-major workspace) or backward_data
 // (blockIdx.z = the slice; ConvOut on the low-resolution map). Slices of tps
@@ -110,7 +155,9 @@ __global__ void __launch_bounds__(kNT, 2)
   FoldRowsLoader<DGRAD> al(a, in, parity, m0, threadIdx.x);
   const int rows = DGRAD ? a.C : a.K;
   BLoader bl(wb + (size_t)parity * rows * kdim, rows, kdim, n0, threadIdx.x);
-  nhwc_tile(al, bl, kt0, kt1, epi, m0, n0);
+  float acc[kMI][kNI][4];
+  nhwc_tile(al, bl, kt0, kt1, acc);
+  nhwc_store(epi, acc, m0, n0);
 }
 
 // The weight gradient: blockIdx.z = parity·splits + slice, slices of tps
