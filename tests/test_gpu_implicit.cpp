@@ -1166,6 +1166,68 @@ TEST_P(GpuImplicitTc, Fp32ScopeChangesNothing) {
   EXPECT_EQ(current_precision(), Precision::kFp32);
 }
 
+// implicit::SharedDy (conv2d_kernels.h): in bf16, a layer's weight gradient
+// and input gradient with one NHWC copy of dy give the bits of the two passes
+// converting it each (a plain convolution and the upsample fold); after the
+// scope ends, new contents at the same address are read afresh; inside one,
+// another dy is converted, not mistaken for the first; a second scope on the
+// thread is refused.
+TEST(GpuImplicitSharedDy, OneConversionTheSameBits) {
+  HPMC_REQUIRE_GPU();
+  const TensorCores tc(Precision::kBf16);
+  Rng rng(17900);
+  const Conv2dShape cs = make_conv2d_shape(2, 128, 9, 7, 64, 3, 3, 1, 1);
+  const Conv2dShape us = make_conv2d_shape(2, 128, 10, 6, 96, 3, 3, 1, 1);  // folded: x 5×3
+  for (const bool fold : {false, true}) {
+    SCOPED_TRACE(fold ? "upsample fold" : "convolution");
+    const Conv2dShape& s = fold ? us : cs;
+    namespace det = gpu::implicit_detail;
+    for (det::ConvPass pass : {det::ConvPass::kWeightGrad, det::ConvPass::kBackwardData})
+      ASSERT_TRUE((fold ? det::plan_upconv(s, pass) : det::plan_conv(s, pass)).nhwc);
+    const size_t xn = size_t(s.N) * s.C * (fold ? s.H * s.W / 4 : s.H * s.W);
+    const size_t yn = size_t(s.N) * s.out_sample();
+    const std::vector<float> x = random_floats(xn, rng), w = random_floats(s.weight_count(), rng);
+    const std::vector<float> dy1 = random_floats(yn, rng), dy2 = random_floats(yn, rng);
+    auto x_in = input(x), w_in = input(w), dy_a = input(dy1), dy_b = input(dy2);
+    // dw (from zero) and dx of dy, with or without a scope around both passes
+    const auto passes = [&](const float* dy, std::vector<float>& dw, std::vector<float>& dx) {
+      DevArray d_w(w.size()), d_x(xn);
+      d_w.upload(std::vector<float>(w.size(), 0.f), kGuard);
+      d_x.upload(std::vector<float>(xn, kNaN), kGuard);
+      if (fold) {
+        imp::upconv_backward_params(s, x_in->ptr(), dy, d_w.ptr(), nullptr);
+        imp::upconv_backward_data(s, dy, w_in->ptr(), nullptr, d_x.ptr());
+      } else {
+        imp::conv2d_backward_params(s, x_in->ptr(), dy, d_w.ptr(), nullptr);
+        imp::conv2d_backward_data(s, dy, w_in->ptr(), d_x.ptr());
+      }
+      finish("backward passes");
+      dw = d_w.payload(), dx = d_x.payload();
+    };
+    const auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+    };
+    std::vector<float> dw1, dx1, dw2, dx2, sw, sx;
+    passes(dy_a->ptr(), dw1, dx1);  // no scope: each pass converts dy
+    passes(dy_b->ptr(), dw2, dx2);
+    ASSERT_FALSE(same(dx1, dx2));
+    {
+      const imp::SharedDy shared;
+      EXPECT_THROW(imp::SharedDy{}, RuntimeError);
+      passes(dy_a->ptr(), sw, sx);
+      EXPECT_TRUE(same(sw, dw1) && same(sx, dx1)) << "one conversion changed the bits";
+      passes(dy_b->ptr(), sw, sx);  // another dy in the same scope
+      EXPECT_TRUE(same(sw, dw2) && same(sx, dx2)) << "the first dy's copy was read";
+    }
+    dy_a->upload(dy2, kNaN);  // new contents at the first address
+    {
+      const imp::SharedDy shared;
+      passes(dy_a->ptr(), sw, sx);
+      EXPECT_TRUE(same(sw, dw2) && same(sx, dx2)) << "a copy outlived its scope";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Precisions, GpuImplicitTc,
                          ::testing::Values(Precision::kTf32, Precision::kBf16),
                          [](const ::testing::TestParamInfo<Precision>& i) {

@@ -35,10 +35,12 @@ void Conv2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor
       tiled::conv2d_backward_params(s, xp, dyp, dw, db);
       if (dx) tiled::conv2d_backward_data(s, dyp, param(0), dx->data<float>());
       return;
-    case Family::kIm2col:
+    case Family::kIm2col: {
+      const implicit::SharedDy shared;  // dy converted once for both passes (bf16)
       implicit::conv2d_backward_params(s, xp, dyp, dw, db);
       if (dx) implicit::conv2d_backward_data(s, dyp, param(0), dx->data<float>());
       return;
+    }
   }
   throw RuntimeError(str("conv2d '", name(), "': unknown kernel family ", int(family_)));
 }

@@ -139,13 +139,17 @@
 //             plan, loaders and epilogue, each operand rounded to tf32 or bf16 as
 //             it is read from shared memory, products summed in FP32 by mma.sync.
 //             Large plain products (gemm_large.h's rule) run on gemm_tc.h's engine.
-//             In bf16 a tap-major forward with C % 32 == 0 and a tap-major
-//             backward_data with K % 32 == 0 (ConvPlan::nhwc, implicit_plan.h's
-//             nhwc_forward / nhwc_backward_data) run instead on the channels-last
-//             kernel (implicit_nhwc_kernels.cuh, conv_nhwc below): the input
-//             converted to NHWC bf16 and the weights to bf16 rows of k by two
-//             passes, then 16-byte copies and ldmatrix fragments; the same bits
-//             as the plan on the FP32-stage engine where the slices agree.
+//             In bf16 a tap-major forward with C % 32 == 0, a tap-major
+//             backward_data with K % 32 == 0 and a weight gradient with C % 128
+//             == 0 and K % 32 == 0 (ConvPlan::nhwc, implicit_plan.h's nhwc_*),
+//             and the GEMM fold's passes on the same terms (upconv_nhwc_*) run
+//             instead on the channels-last kernels (implicit_nhwc_kernels.cuh,
+//             implicit_upconv_nhwc_kernels.cuh; conv_nhwc, upconv_nhwc_* below):
+//             the operands converted to NHWC bf16 and the weights to bf16 rows
+//             of k by passes of their own (dy once for both backward passes
+//             inside an implicit::SharedDy), then 16-byte copies and ldmatrix
+//             fragments; the same bits as the plan on the FP32-stage engine
+//             where the slices agree.
 //             The thin kernels (K ≤ 4), the few-input-channel weight gradient and
 //             the thin fold keep FP32 products: they are memory-bound, and their
 //             results are the more accurate. Needs compute capability 8.0
@@ -157,7 +161,9 @@
 //                           async copies, the matrix loaders and the row-major epilogue
 // implicit_gemm_wide.cuh    the warp-tiled main loop with 8×16 thread tiles
 // implicit_gemm_tc.cuh      the tensor-core main loop (tf32, bf16)
-// implicit_nhwc_kernels.cuh bf16's channels-last forward and backward_data kernel
+// implicit_nhwc_kernels.cuh bf16's channels-last forward, backward_data and weight-gradient
+//                           kernels
+// implicit_upconv_nhwc_kernels.cuh the upsample fold on those kernels (bf16)
 // implicit_conv_kernels.cuh the conv loaders and epilogue, and every __global__ kernel
 // implicit_upconv_kernels.cuh the upsample fold's loaders, epilogue and kernels
 // implicit_thin_input_kernels.cuh the few-input-channel weight gradient
@@ -523,6 +529,40 @@ void to_nhwc_bf16(const float* in, int N, int cin, int plane, uint16_t* out, con
   }
 }
 
+// SharedDy's state (conv2d_kernels.h): whether one lives, and the NHWC bf16
+// copy of the dy it has seen, in a buffer of its own (the passes' workspace
+// is reused by every launch).
+struct DyCopy {
+  bool scope = false, valid = false;
+  const float* src = nullptr;
+  int N = 0, cin = 0, plane = 0;
+  const uint16_t* copy = nullptr;
+  Scratch buf;
+};
+DyCopy& dy_copy() {
+  static DyCopy d;
+  return d;
+}
+
+// dy (N images of cin channels × plane, NCHW FP32) in NHWC bf16: inside a
+// SharedDy the scope's copy (converted by the first pass that asks), else
+// ws_copy, converted now.
+const uint16_t* nhwc_dy(const float* dy, int N, int cin, int plane, uint16_t* ws_copy,
+                        const char* what) {
+  DyCopy& d = dy_copy();
+  if (!d.scope) {
+    to_nhwc_bf16(dy, N, cin, plane, ws_copy, what);
+    return ws_copy;
+  }
+  if (d.valid && d.src == dy && d.N == N && d.cin == cin && d.plane == plane) return d.copy;
+  d.valid = false;
+  uint16_t* c = reinterpret_cast<uint16_t*>(d.buf.get(round4((size_t(N) * cin * plane + 1) / 2)));
+  to_nhwc_bf16(dy, N, cin, plane, c, what);
+  d.src = dy, d.N = N, d.cin = cin, d.plane = plane, d.copy = c;
+  d.valid = true;
+  return c;
+}
+
 // The channels-last kernels' slices: the plan's k-tiles are 8, theirs 32, so
 // a slice takes ⌈tps/4⌉ of the kt32 k-tiles (the same boundaries as the plan
 // on the FP32-stage engine when tps % 4 == 0).
@@ -564,7 +604,9 @@ void conv_nhwc(const ConvArgs& a, bool dgrad, const ConvPlan& p, const float* in
   float* ws = scratch().get(slice_floats + in_floats + w_floats);
   uint16_t* inh = reinterpret_cast<uint16_t*>(ws + slice_floats);
   uint16_t* wb = reinterpret_cast<uint16_t*>(ws + slice_floats + in_floats);
-  to_nhwc_bf16(in, a.N, cin, in_plane, inh, what);
+  const uint16_t* inb = inh;
+  if (dgrad) inb = nhwc_dy(in, a.N, cin, in_plane, inh, what);
+  else to_nhwc_bf16(in, a.N, cin, in_plane, inh, what);
   nh::weights_kmajor_bf16_kernel<<<grid_stride_blocks(w_count), 256>>>(w, a.K, a.C, a.RS, dgrad,
                                                                        wb);
   HPMC_CUDA_LAUNCH_CHECK(what);
@@ -575,7 +617,7 @@ void conv_nhwc(const ConvArgs& a, bool dgrad, const ConvPlan& p, const float* in
     using Epi = std::decay_t<decltype(e)>;
     constexpr bool D = decltype(dgrad_tag)::value;
     allow_smem<nh::conv_nhwc_kernel<D, Epi>>(nh::kSmemBytes);
-    nh::conv_nhwc_kernel<D, Epi><<<grid, nh::kNT, nh::kSmemBytes>>>(a, inh, wb, tps, e);
+    nh::conv_nhwc_kernel<D, Epi><<<grid, nh::kNT, nh::kSmemBytes>>>(a, inb, wb, tps, e);
     HPMC_CUDA_LAUNCH_CHECK(what);
   };
   if (dgrad) {
@@ -612,11 +654,11 @@ void conv_nhwc_wgrad(const ConvArgs& a, const ConvPlan& p, const float* x, const
   uint16_t* xh = reinterpret_cast<uint16_t*>(ws + slice_floats);
   uint16_t* dyh = reinterpret_cast<uint16_t*>(ws + slice_floats + x_floats);
   to_nhwc_bf16(x, a.N, a.C, a.HW, xh, what);
-  to_nhwc_bf16(dy, a.N, a.K, a.PQ, dyh, what);
+  const uint16_t* dyb = nhwc_dy(dy, a.N, a.K, a.PQ, dyh, what);
   const dim3 grid{unsigned((a.K + nh::kBM - 1) / nh::kBM), unsigned(a.CRS / nh::kBN),
                   unsigned(splits)};
   allow_smem<nh::conv_nhwc_wgrad_kernel>(nh::kSmemBytes);
-  nh::conv_nhwc_wgrad_kernel<<<grid, nh::kNT, nh::kSmemBytes>>>(a, xh, dyh, tps,
+  nh::conv_nhwc_wgrad_kernel<<<grid, nh::kNT, nh::kSmemBytes>>>(a, xh, dyb, tps,
                                                                 splits > 1 ? ws : dw, splits == 1);
   HPMC_CUDA_LAUNCH_CHECK(what);
   if (splits > 1) {
@@ -1127,14 +1169,14 @@ void upconv_nhwc_backward_data(const UpArgs& a, const ConvPlan& p, const float* 
   float* ws = scratch().get(slice_floats + dy_floats + w_floats);
   uint16_t* dyh = reinterpret_cast<uint16_t*>(ws + slice_floats);
   uint16_t* wb = reinterpret_cast<uint16_t*>(ws + slice_floats + dy_floats);
-  to_nhwc_bf16(dy, a.N, a.K, a.HW, dyh, what);
+  const uint16_t* dyb = nhwc_dy(dy, a.N, a.K, a.HW, dyh, what);
   fold_weights_bf16(a, w, true, wb, what);
   const ConvOut e = splits > 1 ? make_conv_out(ws, nullptr, a.M, a.C, a.hw, count)
                                : make_conv_out(dx_low, nullptr, a.M, a.C, a.hw, 0, false, relu_mask);
   const dim3 grid{unsigned((a.M + nh::kBM - 1) / nh::kBM), unsigned((a.C + nh::kBN - 1) / nh::kBN),
                   unsigned(splits)};
   allow_smem<nh::upconv_nhwc_kernel<true, ConvOut>>(nh::kSmemBytes);
-  nh::upconv_nhwc_kernel<true, ConvOut><<<grid, nh::kNT, nh::kSmemBytes>>>(a, dyh, wb, splits,
+  nh::upconv_nhwc_kernel<true, ConvOut><<<grid, nh::kNT, nh::kSmemBytes>>>(a, dyb, wb, splits,
                                                                            tps, e);
   HPMC_CUDA_LAUNCH_CHECK(what);
   if (splits > 1)
@@ -1157,11 +1199,11 @@ void upconv_nhwc_weight_grad(const UpArgs& a, const ConvPlan& p, const float* x_
   uint16_t* xh = reinterpret_cast<uint16_t*>(ws + slice_floats);
   uint16_t* dyh = reinterpret_cast<uint16_t*>(ws + slice_floats + x_floats);
   to_nhwc_bf16(x_low, a.N, a.C, a.hw, xh, what);
-  to_nhwc_bf16(dy, a.N, a.K, a.HW, dyh, what);
+  const uint16_t* dyb = nhwc_dy(dy, a.N, a.K, a.HW, dyh, what);
   const dim3 grid{unsigned((a.K + nh::kBM - 1) / nh::kBM), unsigned(4 * a.C / nh::kBN),
                   unsigned(4 * splits)};
   allow_smem<nh::upconv_nhwc_wgrad_kernel>(nh::kSmemBytes);
-  nh::upconv_nhwc_wgrad_kernel<<<grid, nh::kNT, nh::kSmemBytes>>>(a, xh, dyh, splits, tps, ws);
+  nh::upconv_nhwc_wgrad_kernel<<<grid, nh::kNT, nh::kSmemBytes>>>(a, xh, dyb, splits, tps, ws);
   HPMC_CUDA_LAUNCH_CHECK(what);
   upconv_wgrad_reduce_kernel<<<grid_stride_blocks(9ll * a.K * a.C), 256>>>(ws, splits, a.K, a.C,
                                                                          dw);
@@ -1554,6 +1596,19 @@ void conv2d_backward_params_pool(const Conv2dShape& s, const float* x, const uns
 }
 
 bool upconv_applies(const Conv2dShape& s) { return upconv_fold_applies(s); }
+
+SharedDy::SharedDy() {
+  DyCopy& d = dy_copy();
+  if (d.scope) throw RuntimeError("implicit conv2d: a SharedDy is already alive on this thread");
+  d.scope = true;
+  d.valid = false;
+}
+
+SharedDy::~SharedDy() {
+  DyCopy& d = dy_copy();
+  d.scope = false;
+  d.valid = false;
+}
 
 void upconv_forward(const Conv2dShape& s, const float* x_low, const float* w, const float* b,
                     float* y, const Activation& act) {

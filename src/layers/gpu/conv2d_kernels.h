@@ -117,6 +117,22 @@ void upconv_backward_data(const Conv2dShape& s, const float* dy, const float* w,
 // dw += corr(up(x_low), dy), db += Σ dy (db may be null).
 void upconv_backward_params(const Conv2dShape& s, const float* x_low, const float* dy, float* dw,
                             float* db);
+
+// ---- one channels-last copy of dy for a layer's two backward passes ----
+// In bf16 the channels-last passes (weight gradient, input gradient; plain
+// and folded) read dy in NHWC bf16, converted by a pass of its own. While a
+// SharedDy lives, the first such pass keeps its copy in a buffer of its own
+// and a later pass on the same dy (pointer and extents) reads that copy
+// instead of converting again: the same bits, one conversion fewer. The
+// caller must not change dy while it lives. One at a time on the thread that
+// issues the work (a second throws); outside bf16 it changes nothing.
+class SharedDy {
+ public:
+  SharedDy();
+  ~SharedDy();
+  SharedDy(const SharedDy&) = delete;
+  SharedDy& operator=(const SharedDy&) = delete;
+};
 }  // namespace implicit
 
 }  // namespace hpmc::gpu

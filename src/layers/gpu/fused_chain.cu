@@ -207,6 +207,7 @@ void FusedChainGPU::backward_impl(const Tensor& x, const Tensor& y, const Tensor
         const float* w = param(param_at_[i]);
         float* dw = grad(param_at_[i]);
         float* db = s.conv.bias ? grad(param_at_[i] + 1) : nullptr;
+        const implicit::SharedDy shared;  // gc converted once for both passes (bf16)
         if (s.fold > 1) {
           implicit::upconv_backward_params(cs, in, gc, dw, db);
           if (target)
@@ -258,6 +259,7 @@ void FusedChainGPU::pooled_conv_backward(size_t i, const Shape& in_shape, const 
   }
   float* gc = grads_[i + 1].data<float>();
   implicit::maxpool2x2_backward_codes(cs, code, gp, pool.mask_input, gc);
+  const implicit::SharedDy shared;  // gc converted once for both passes (bf16)
   implicit::conv2d_backward_params(cs, in, gc, dw, db);
   if (target) implicit::conv2d_backward_data(cs, gc, param(param_at_[i]), target);
 }
