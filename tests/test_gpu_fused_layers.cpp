@@ -252,8 +252,8 @@ TEST(GpuFusedLayers, ConvReluPoolIsBitExact) {
 // the weight gradient straight from them when no dx is asked and the code
 // rows are whole words, else the pool's input gradient formed), then a second conv and pool on the GEMM
 // path: bit for bit the plain layers, dx included, in fp32 and in bf16 (the
-// few-input-channel kernel is FP32 in every precision, for the plain conv
-// layer too).
+// few-input-channel kernels are the plain conv layer's too: FP32 FMAs in
+// fp32, bf16 tensor cores in bf16).
 TEST(GpuFusedLayers, ConvPoolInOneKernelIsBitExact) {
   HPMC_REQUIRE_GPU();
   uint64_t seed = 140;

@@ -101,7 +101,7 @@ bool on_tensor_cores(const Conv2dShape& s, Pass pass) {
   if (choose_thin(s.K, s.R, s.S, s.stride, s.pad, s.W, true) != ThinPath::kNone) return false;
   if (pass == Pass::kBackwardData || !thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad))
     return true;
-  return pass == Pass::kForward && g_products == Precision::kBf16;
+  return g_products == Precision::kBf16;  // the few-input-channel kernels: bf16's on tensor cores
 }
 
 // ‖got − ref‖∞ ≤ tol·max(‖ref‖∞, 1e-30), every element finite; tol = 1e-5 in
@@ -1312,32 +1312,40 @@ TEST(GpuImplicitThin, ManySlices) {
 }
 
 // Few input channels (1 ≤ C ≤ 4, K > 4, 3×3 stride 1 pad 1): the weight
-// gradient runs on thin_input_wgrad_kernel (implicit_thin_input_kernels.cuh),
-// forward and backward_data stay on the GEMM. Units of 32 pixels: one pixel
+// gradient runs on thin_input_wgrad_kernel (implicit_thin_input_kernels.cuh;
+// in bf16 thin_input_wgrad_tc_kernel, held to the double reference on
+// bf16-rounded x and dy, its bias gradient on the unrounded dy), forward and
+// backward_data stay on the GEMM. Units of 32 pixels: one pixel
 // (1×1), widths short of a unit (5, 7) and past one (33: a unit of one pixel;
 // 65: three units), K short of (17), equal to (256) and past (300: a second,
 // nearly empty block of 256 output channels) one block; batches up to 8 (64
-// slices of 4 units). Every C from 1 to 4 (C = 4: 512 threads a block).
+// slices of 4 units). Every C from 1 to 4 (C = 4: 512 threads a block in
+// fp32). fp32 and bf16.
 TEST(GpuImplicitThinInput, WeightGradShapes) {
   HPMC_REQUIRE_GPU();
-  check_convs(
-      {
-          {1, 1, 1, 1, 5, 3, 3, 1, 1},
-          {2, 3, 7, 5, 17, 3, 3, 1, 1},
-          {3, 2, 9, 33, 64, 3, 3, 1, 1},
-          {1, 4, 5, 40, 300, 3, 3, 1, 1},
-          {1, 3, 3, 65, 8, 3, 3, 1, 1},
-          {2, 3, 32, 32, 256, 3, 3, 1, 1},   // the CIFAR autoencoder's conv1
-          {4, 1, 28, 28, 16, 3, 3, 1, 1},    // the Fashion autoencoder's conv1
-          {8, 3, 32, 32, 40, 3, 3, 1, 1},
-      },
-      6050);
-  check_conv({2, 3, 11, 37, 24, 3, 3, 1, 1}, 6060, /*bias=*/false);
-  check_conv({2, 4, 6, 32, 9, 3, 3, 1, 1}, 6061, /*bias=*/true, /*misalign=*/1);
-  uint64_t seed = 6070;
-  for (const ConvCase& cc : std::vector<ConvCase>{{8, 3, 32, 32, 256, 3, 3, 1, 1},
-                                                  {3, 2, 9, 33, 300, 3, 3, 1, 1}})
-    expect_deterministic(cc, seed++, "few-input-channel conv2d (determinism)");
+  for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
+    SCOPED_TRACE(precision_name(prec));
+    const TensorCores tc(prec);
+    const uint64_t s0 = prec == Precision::kFp32 ? 0 : 1000;
+    check_convs(
+        {
+            {1, 1, 1, 1, 5, 3, 3, 1, 1},
+            {2, 3, 7, 5, 17, 3, 3, 1, 1},
+            {3, 2, 9, 33, 64, 3, 3, 1, 1},
+            {1, 4, 5, 40, 300, 3, 3, 1, 1},
+            {1, 3, 3, 65, 8, 3, 3, 1, 1},
+            {2, 3, 32, 32, 256, 3, 3, 1, 1},   // the CIFAR autoencoder's conv1
+            {4, 1, 28, 28, 16, 3, 3, 1, 1},    // the Fashion autoencoder's conv1
+            {8, 3, 32, 32, 40, 3, 3, 1, 1},
+        },
+        6050 + s0);
+    check_conv({2, 3, 11, 37, 24, 3, 3, 1, 1}, 6060 + s0, /*bias=*/false);
+    check_conv({2, 4, 6, 32, 9, 3, 3, 1, 1}, 6061 + s0, /*bias=*/true, /*misalign=*/1);
+    uint64_t seed = 6070 + s0;
+    for (const ConvCase& cc : std::vector<ConvCase>{{8, 3, 32, 32, 256, 3, 3, 1, 1},
+                                                    {3, 2, 9, 33, 300, 3, 3, 1, 1}})
+      expect_deterministic(cc, seed++, "few-input-channel conv2d (determinism)");
+  }
 }
 
 // A device byte buffer of n bytes and 64 guard bytes after them.

@@ -104,8 +104,9 @@
 // kernels of conv2d_thin.cu, in all three passes; they share the workspace below.
 // The weight gradient of a 3×3 pad-1 convolution with 1–4 input channels and
 // K > 4 (thin_input_applies, implicit_plan.h: an image model's first layer) runs
-// on thin_input_wgrad_kernel (implicit_thin_input_kernels.cuh): each pixel's dy
-// read once for 256 output channels, the slices summed by thin_input_reduce_kernel.
+// on thin_input_wgrad_kernel (implicit_thin_input_kernels.cuh; in bf16
+// thin_input_wgrad_tc_kernel): each pixel's dy read once for 256 output
+// channels, the slices summed by thin_input_reduce_kernel.
 // The fold of a thin convolution (K ≤ 4) has kernels of its own too
 // (upconv_thin_*, implicit_upconv_kernels.cuh; described there).
 //
@@ -150,9 +151,11 @@
 //             inside an implicit::SharedDy), then 16-byte copies and ldmatrix
 //             fragments; the same bits as the plan on the FP32-stage engine
 //             where the slices agree.
-//             The thin kernels (K ≤ 4), the few-input-channel weight gradient and
-//             the thin fold keep FP32 products: they are memory-bound, and their
-//             results are the more accurate. Needs compute capability 8.0
+//             The thin kernels (K ≤ 4) and the thin fold keep FP32 products:
+//             they are memory-bound, and their results are the more accurate.
+//             The few-input-channel forward and weight gradient run on kernels
+//             of their own, FP32 FMAs in fp32 and tf32, bf16 tensor cores in bf16
+//             (implicit_thin_input_kernels.cuh). Needs compute capability 8.0
 //             (check_tensor_cores refuses older GPUs with one line).
 // Inputs, outputs, bias and split-K sums stay FP32 in every precision.
 
@@ -923,14 +926,24 @@ void thin_input_weight_grad(const Conv2dShape& s, const float* x, const float* d
   float* ws = scratch().get(size_t(slices) * size_t(s.K) * size_t(a.ld));
   constexpr size_t smem = thin_input_smem_bytes();
   const dim3 grid{unsigned(gx), unsigned(slices)};
-  if (pooled) {
-    allow_smem<thin_input_wgrad_kernel<true>>(smem);
-    thin_input_wgrad_kernel<true><<<grid, 2 * kTiKG * s.C, smem>>>(a, x, dy, per, db != nullptr, ws);
-  } else {
-    allow_smem<thin_input_wgrad_kernel<false>>(smem);
-    thin_input_wgrad_kernel<false><<<grid, 2 * kTiKG * s.C, smem>>>(a, x, dy, per, db != nullptr,
-                                                                  ws);
-  }
+  // In bf16 on thin_input_wgrad_tc_kernel (bf16 tensor cores), elsewhere on
+  // thin_input_wgrad_kernel (FP32 FMAs); the same units and slices.
+  const bool tc = current_precision() == Precision::kBf16;
+  if (tc) check_tensor_cores();
+  const auto launch = [&](auto pooled_tag) {
+    constexpr bool P = decltype(pooled_tag)::value;
+    if (tc) {
+      allow_smem<thin_input_wgrad_tc_kernel<P>>(smem);
+      thin_input_wgrad_tc_kernel<P><<<grid, 32 * kTiTcWarps, smem>>>(a, x, dy, per,
+                                                                     db != nullptr, ws);
+    } else {
+      allow_smem<thin_input_wgrad_kernel<P>>(smem);
+      thin_input_wgrad_kernel<P><<<grid, 2 * kTiKG * s.C, smem>>>(a, x, dy, per, db != nullptr,
+                                                                ws);
+    }
+  };
+  if (pooled) launch(std::true_type{});
+  else launch(std::false_type{});
   HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (few input channels)");
   const long long count = (long long)s.K * a.ld;
   check_grid("implicit conv2d backward_params (few input channels, slice sum)", (count + 31) / 32);

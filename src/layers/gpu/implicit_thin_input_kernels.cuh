@@ -55,7 +55,8 @@
 // pool's output gradient and codes for the unit's pooled row, and each
 // thread forms its pixels' dy from them as it reads them (0 + gp at the
 // window's chosen pixel, 0 elsewhere): the values maxpool2x2_backward_codes_kernel
-// would have written, so the same sums.
+// would have written, so the same sums. In bf16, thin_input_wgrad_tc_kernel
+// (below) runs the same units and slices on tensor cores.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -292,6 +293,141 @@ __global__ void __launch_bounds__(2 * kTiKG * kThinInputMaxC)
       row[c * 9 + rs] = acc[i][rs / 3][rs % 3] + red[(i * 10 + rs) * nh + t];
     if (bias) row[9 * a.C] = accb[i] + red[(i * 10 + 9) * nh + t];
   }
+}
+
+// bf16: the same units, ring and copies (ti_issue) on bf16 tensor cores.
+// 8 warps; warp w owns output channels k0 + 32w … + 31 (two m16 tiles) and
+// the 9·C columns (c, r, s) in five n8 tiles (at most 36 used). Per unit, two
+// k16 steps of 16 pixels: a lane builds its A fragments from ds (or the
+// pooled gs and codes: the values maxpool2x2_backward_codes_kernel would
+// write) and its B fragments from xs, x and dy rounded to bf16 (to nearest
+// even) as they enter a fragment, then 20 mma. The bias column is no product:
+// each lane adds its dy values (unrounded) in FP32, in pixel order, and the
+// four lanes of a row are added at the end — a reduction in FP32 as bf16's
+// others. The slices go to ws as thin_input_wgrad_kernel's.
+constexpr int kTiTcWarps = kTiKB / 32;  // 32 output channels a warp
+constexpr int kTiTcNTiles = 5;          // n8 tiles: 9·C ≤ 36 columns
+static_assert(9 * kThinInputMaxC <= 8 * kTiTcNTiles, "the columns fit the n tiles");
+
+template <bool POOLED>
+__global__ void __launch_bounds__(32 * kTiTcWarps)
+    thin_input_wgrad_tc_kernel(const __grid_constant__ TiArgs a, const float* __restrict__ x,
+                               const float* __restrict__ dy, int per, bool with_db,
+                               float* __restrict__ ws) {
+  extern __shared__ __align__(16) unsigned char ti_raw[];
+  TiSmem& sm = *reinterpret_cast<TiSmem*>(ti_raw);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int k0 = blockIdx.x * kTiKB, kw = 32 * warp;  // the warp's rows in the block
+  const int u0 = blockIdx.y * per, u1 = min(u0 + per, a.units);
+  const int ncols = 9 * a.C;
+  // This lane's B column in each n tile, n = 8j + g = c·9 + r·3 + s: its
+  // offset in xs (the window slides along the pixels), or −1 past 9·C.
+  int xoff[kTiTcNTiles];
+#pragma unroll
+  for (int j = 0; j < kTiTcNTiles; ++j) {
+    const int n = 8 * j + g, c = n / 9, rs = n - 9 * c, r = rs / 3, sc = rs - 3 * r;
+    xoff[j] = n < ncols ? (c * 3 + r) * kTiXsLd + sc : -1;
+  }
+  float acc[2][kTiTcNTiles][4], db[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    db[i][0] = db[i][1] = 0.f;
+#pragma unroll
+    for (int j = 0; j < kTiTcNTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+  }
+
+#pragma unroll
+  for (int j = 0; j < kTiStages - 1; ++j) {
+    if (u0 + j < u1) ti_issue<POOLED>(a, x, dy, k0, u0 + j, j, sm);
+    copy_commit();
+  }
+  const unsigned pos_bits = a.relu ? 3u | kPoolNotPositive : 3u;
+  for (int u = u0, b = 0; u < u1; ++u, b = b + 1 == kTiStages ? 0 : b + 1) {
+    copy_wait<kTiStages - 2>();
+    __syncthreads();
+    {
+      const int un = u + kTiStages - 1;
+      const int bn = b == 0 ? kTiStages - 1 : b - 1;
+      if (un < u1) ti_issue<POOLED>(a, x, dy, k0, un, bn, sm);
+      copy_commit();
+    }
+    int bottom = 0;  // pooled: the window positions of this unit's row (h odd: 2, 3)
+    if constexpr (POOLED) {
+      int rest, cbu, nu, hu;
+      a.fCb.divmod(u, rest, cbu);
+      a.fH.divmod(rest, nu, hu);
+      bottom = (hu & 1) * 2;
+    }
+    const float* xsb = sm.xs[b];
+    const float* dsb = sm.ds[b];
+    const unsigned* csb = reinterpret_cast<const unsigned*>(sm.ds[b] + kTiKB * kTiGsLd);
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {  // pixels 16·ks … + 15
+      // B: b[j][h] = x at pixels 16ks + 2t + 8h, + 1 (k), column 8j + g (n)
+      uint32_t bf[kTiTcNTiles][2];
+#pragma unroll
+      for (int j = 0; j < kTiTcNTiles; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int q = 16 * ks + 2 * t + 8 * h;
+          const bool ok = xoff[j] >= 0;
+          bf[j][h] = gpu::mma::bf16x2(ok ? xsb[xoff[j] + q] : 0.f, ok ? xsb[xoff[j] + q + 1] : 0.f);
+        }
+      // A: af[i][2·hc + hr] = dy at row kw + 16i + g + 8hr, pixels 16ks + 2t + 8hc, + 1
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        uint32_t af[4];
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr)
+#pragma unroll
+          for (int hc = 0; hc < 2; ++hc) {
+            const int k = kw + 16 * i + g + 8 * hr, q = 16 * ks + 2 * t + 8 * hc;
+            float d0, d1;
+            if constexpr (POOLED) {  // pixels q, q + 1: one window's two columns
+              const unsigned word = csb[k * kTiCsLd + q / 8];
+              const int pos = int((word >> (8 * ((q / 2) % 4))) & pos_bits);
+              const float gv = 0.0f + dsb[k * kTiGsLd + q / 2];
+              d0 = pos == bottom ? gv : 0.0f;
+              d1 = pos == bottom + 1 ? gv : 0.0f;
+            } else {
+              d0 = dsb[k * kTiDsLd + q];
+              d1 = dsb[k * kTiDsLd + q + 1];
+            }
+            af[2 * hc + hr] = gpu::mma::bf16x2(d0, d1);
+            db[i][hr] += d0 + d1;
+          }
+#pragma unroll
+        for (int j = 0; j < kTiTcNTiles; ++j) gpu::mma::bf16_m16n8k16(acc[i][j], af, bf[j]);
+      }
+    }
+  }
+  copy_wait<0>();
+
+  float* out = ws + (size_t)blockIdx.y * a.K * a.ld;
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      // the row's four lanes (t) hold its bias sums: added in t order
+      float v = db[i][hr];
+      const float v1 = __shfl_xor_sync(0xffffffffu, v, 1);
+      v = (t & 1) ? v1 + v : v + v1;
+      const float v2 = __shfl_xor_sync(0xffffffffu, v, 2);
+      v = (t & 2) ? v2 + v : v + v2;
+      const int k = k0 + kw + 16 * i + g + 8 * hr;
+      if (k >= a.K) continue;
+      float* row = out + (size_t)k * a.ld;
+#pragma unroll
+      for (int j = 0; j < kTiTcNTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = 8 * j + 2 * t + e;
+          if (col < ncols) row[col] = acc[i][j][2 * hr + e];
+        }
+      if (with_db && t == 0) row[ncols] = v;
+    }
 }
 
 // dw[k·CRS + col] (col < CRS) or db[k] (col = CRS) += Σ_z ws[z][k][col], for the
