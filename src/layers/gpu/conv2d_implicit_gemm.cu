@@ -919,23 +919,26 @@ void thin_input_weight_grad(const Conv2dShape& s, const float* x, const float* d
   a.units = int((long long)s.N * s.H * cb);  // ≤ N·H·W, which check_shape bounds
   a.fCb = FastDiv(cb);
   a.fH = FastDiv(s.H);
+  // In bf16 on thin_input_wgrad_tc_kernel (bf16 tensor cores; pooled, two
+  // blocks an SM: twice the slices, pooled or not, so that the pooled form
+  // keeps the formed one's bits), elsewhere on thin_input_wgrad_kernel (FP32
+  // FMAs). The slices depend on the shape and the precision only.
+  const bool tc = current_precision() == Precision::kBf16;
+  if (tc) check_tensor_cores();
   const long long gx = (s.K + kTiKB - 1) / kTiKB;
-  long long want = std::max(1ll, (long long)kPlanSMs / gx);
+  long long want = std::max(1ll, (long long)kPlanSMs * (tc ? 2 : 1) / gx);
   want = std::min(want, std::max(1ll, (long long)a.units / 4));
   const int per = int((a.units + want - 1) / want), slices = (a.units + per - 1) / per;
   float* ws = scratch().get(size_t(slices) * size_t(s.K) * size_t(a.ld));
   constexpr size_t smem = thin_input_smem_bytes();
   const dim3 grid{unsigned(gx), unsigned(slices)};
-  // In bf16 on thin_input_wgrad_tc_kernel (bf16 tensor cores), elsewhere on
-  // thin_input_wgrad_kernel (FP32 FMAs); the same units and slices.
-  const bool tc = current_precision() == Precision::kBf16;
-  if (tc) check_tensor_cores();
   const auto launch = [&](auto pooled_tag) {
     constexpr bool P = decltype(pooled_tag)::value;
     if (tc) {
-      allow_smem<thin_input_wgrad_tc_kernel<P>>(smem);
-      thin_input_wgrad_tc_kernel<P><<<grid, 32 * kTiTcWarps, smem>>>(a, x, dy, per,
-                                                                     db != nullptr, ws);
+      constexpr size_t tc_smem = sizeof(TiTcSmem<P>);
+      allow_smem<thin_input_wgrad_tc_kernel<P>>(tc_smem);
+      thin_input_wgrad_tc_kernel<P><<<grid, 32 * kTiTcWarps, tc_smem>>>(a, x, dy, per,
+                                                                        db != nullptr, ws);
     } else {
       allow_smem<thin_input_wgrad_kernel<P>>(smem);
       thin_input_wgrad_kernel<P><<<grid, 2 * kTiKG * s.C, smem>>>(a, x, dy, per, db != nullptr,

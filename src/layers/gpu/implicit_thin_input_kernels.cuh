@@ -111,13 +111,22 @@ constexpr int kTiGsLd = kTiCols / 2 + 1;
 constexpr int kTiCsLd = kTiCols / 8 + 1;
 static_assert(kTiKB * (kTiGsLd + kTiCsLd) <= kTiKB * kTiDsLd, "the pooled unit fits a ds buffer");
 
+// thin_input_wgrad_tc_kernel's buffers: a pooled unit's ds holds only the
+// pool's gradient and codes (a quarter of a formed dy's size less), so that
+// two of its blocks fit an SM.
+template <bool POOLED>
+struct TiTcSmem {
+  float ds[kTiStages][kTiKB * (POOLED ? kTiGsLd + kTiCsLd : kTiDsLd)];
+  float xs[kTiStages][kThinInputMaxC * 3 * kTiXsLd];
+};
+
 // Copy unit u's dy rows and x window into buffer b (this thread's share; the
 // caller commits). blockDim.x is a multiple of 32, so a thread's dy column
 // q = tid mod 32 is the same for all its rows k = tid / 32 + j·blockDim/32.
-template <bool POOLED>
+template <bool POOLED, class Smem>
 __device__ __forceinline__ void ti_issue(const TiArgs& a, const float* __restrict__ x,
                                          const float* __restrict__ dy, int k0, int u, int b,
-                                         TiSmem& sm) {
+                                         Smem& sm) {
   int rest, cb, n, h;
   a.fCb.divmod(u, rest, cb);
   a.fH.divmod(rest, n, h);
@@ -304,18 +313,22 @@ __global__ void __launch_bounds__(2 * kTiKG * kThinInputMaxC)
 // even) as they enter a fragment, then 20 mma. The bias column is no product:
 // each lane adds its dy values (unrounded) in FP32, in pixel order, and the
 // four lanes of a row are added at the end — a reduction in FP32 as bf16's
-// others. The slices go to ws as thin_input_wgrad_kernel's.
+// others. The slices go to ws as thin_input_wgrad_kernel's. Pooled, its
+// buffers (TiTcSmem) let two blocks share an SM, and the host gives it twice
+// the FP32 kernel's slices (pooled or not, so that both forms sum alike): 16
+// warps an SM to hide the ring's waits and the fragments' loads (one block
+// of 8 warps an SM took 54 µs for CIFAR conv1 at batch 64).
 constexpr int kTiTcWarps = kTiKB / 32;  // 32 output channels a warp
 constexpr int kTiTcNTiles = 5;          // n8 tiles: 9·C ≤ 36 columns
 static_assert(9 * kThinInputMaxC <= 8 * kTiTcNTiles, "the columns fit the n tiles");
 
 template <bool POOLED>
-__global__ void __launch_bounds__(32 * kTiTcWarps)
+__global__ void __launch_bounds__(32 * kTiTcWarps, POOLED ? 2 : 1)
     thin_input_wgrad_tc_kernel(const __grid_constant__ TiArgs a, const float* __restrict__ x,
                                const float* __restrict__ dy, int per, bool with_db,
                                float* __restrict__ ws) {
   extern __shared__ __align__(16) unsigned char ti_raw[];
-  TiSmem& sm = *reinterpret_cast<TiSmem*>(ti_raw);
+  TiTcSmem<POOLED>& sm = *reinterpret_cast<TiTcSmem<POOLED>*>(ti_raw);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int k0 = blockIdx.x * kTiKB, kw = 32 * warp;  // the warp's rows in the block
   const int u0 = blockIdx.y * per, u1 = min(u0 + per, a.units);
