@@ -638,6 +638,25 @@ void conv_nhwc(const ConvArgs& a, bool dgrad, const ConvPlan& p, const float* in
   if (splits > 1) reduce_out_slices_act(ws, splits, count, plane, Nch, b, act, out, what);
 }
 
+// A weight gradient's operands in NHWC bf16, in the workspace after its
+// slice_floats floats of split slices: x (N images of C × x_plane) converted
+// now, dy (K × dy_plane) through nhwc_dy.
+struct NhwcOperands {
+  float* ws;
+  const uint16_t* x;
+  const uint16_t* dy;
+};
+NhwcOperands nhwc_wgrad_operands(size_t slice_floats, const float* x, int N, int C, int x_plane,
+                                 const float* dy, int K, int dy_plane, const char* what) {
+  const size_t x_floats = round4((size_t(N) * C * x_plane + 1) / 2);
+  const size_t dy_floats = round4((size_t(N) * K * dy_plane + 1) / 2);
+  float* ws = scratch().get(slice_floats + x_floats + dy_floats);
+  uint16_t* xh = reinterpret_cast<uint16_t*>(ws + slice_floats);
+  uint16_t* dyh = reinterpret_cast<uint16_t*>(ws + slice_floats + x_floats);
+  to_nhwc_bf16(x, N, C, x_plane, xh, what);
+  return {ws, xh, nhwc_dy(dy, N, K, dy_plane, dyh, what)};
+}
+
 // dw += the weight gradient of an nhwc plan (conv_nhwc_wgrad_kernel): x and
 // dy converted to NHWC bf16 into the workspace after the split slices; one
 // slice adds into dw itself (as TapWOut does), more are summed in double by
@@ -651,17 +670,12 @@ void conv_nhwc_wgrad(const ConvArgs& a, const ConvPlan& p, const float* x, const
   nhwc_slices(int((a.NPQ + nh::kBKN - 1) / nh::kBKN), p, tps, splits);
   const long long count = (long long)a.K * a.CRS;
   const size_t slice_floats = splits > 1 ? round4(size_t(splits) * size_t(count)) : 0;
-  const size_t x_floats = round4((size_t(a.N) * a.C * a.HW + 1) / 2);
-  const size_t dy_floats = round4((size_t(a.N) * a.K * a.PQ + 1) / 2);
-  float* ws = scratch().get(slice_floats + x_floats + dy_floats);
-  uint16_t* xh = reinterpret_cast<uint16_t*>(ws + slice_floats);
-  uint16_t* dyh = reinterpret_cast<uint16_t*>(ws + slice_floats + x_floats);
-  to_nhwc_bf16(x, a.N, a.C, a.HW, xh, what);
-  const uint16_t* dyb = nhwc_dy(dy, a.N, a.K, a.PQ, dyh, what);
+  const NhwcOperands o = nhwc_wgrad_operands(slice_floats, x, a.N, a.C, a.HW, dy, a.K, a.PQ, what);
+  float* ws = o.ws;
   const dim3 grid{unsigned((a.K + nh::kBM - 1) / nh::kBM), unsigned(a.CRS / nh::kBN),
                   unsigned(splits)};
   allow_smem<nh::conv_nhwc_wgrad_kernel>(nh::kSmemBytes);
-  nh::conv_nhwc_wgrad_kernel<<<grid, nh::kNT, nh::kSmemBytes>>>(a, xh, dyb, tps,
+  nh::conv_nhwc_wgrad_kernel<<<grid, nh::kNT, nh::kSmemBytes>>>(a, o.x, o.dy, tps,
                                                                 splits > 1 ? ws : dw, splits == 1);
   HPMC_CUDA_LAUNCH_CHECK(what);
   if (splits > 1) {
@@ -1187,8 +1201,9 @@ void upconv_nhwc_backward_data(const UpArgs& a, const ConvPlan& p, const float* 
   uint16_t* wb = reinterpret_cast<uint16_t*>(ws + slice_floats + dy_floats);
   const uint16_t* dyb = nhwc_dy(dy, a.N, a.K, a.HW, dyh, what);
   fold_weights_bf16(a, w, true, wb, what);
-  const ConvOut e = splits > 1 ? make_conv_out(ws, nullptr, a.M, a.C, a.hw, count)
-                               : make_conv_out(dx_low, nullptr, a.M, a.C, a.hw, 0, false, relu_mask);
+  const ConvOut e = splits > 1
+                        ? make_conv_out(ws, nullptr, a.M, a.C, a.hw, count)
+                        : make_conv_out(dx_low, nullptr, a.M, a.C, a.hw, 0, false, relu_mask);
   const dim3 grid{unsigned((a.M + nh::kBM - 1) / nh::kBM), unsigned((a.C + nh::kBN - 1) / nh::kBN),
                   unsigned(splits)};
   allow_smem<nh::upconv_nhwc_kernel<true, ConvOut>>(nh::kSmemBytes);
@@ -1209,17 +1224,13 @@ void upconv_nhwc_weight_grad(const UpArgs& a, const ConvPlan& p, const float* x_
   nhwc_slices((a.M + nh::kBKN - 1) / nh::kBKN, p, tps, splits);
   const long long slab = 4ll * a.K * a.C;  // one parity's slice: [K][4·C]
   const size_t slice_floats = round4(4 * size_t(splits) * size_t(slab));
-  const size_t x_floats = round4((size_t(a.N) * a.C * a.hw + 1) / 2);
-  const size_t dy_floats = round4((size_t(a.N) * a.K * a.HW + 1) / 2);
-  float* ws = scratch().get(slice_floats + x_floats + dy_floats);
-  uint16_t* xh = reinterpret_cast<uint16_t*>(ws + slice_floats);
-  uint16_t* dyh = reinterpret_cast<uint16_t*>(ws + slice_floats + x_floats);
-  to_nhwc_bf16(x_low, a.N, a.C, a.hw, xh, what);
-  const uint16_t* dyb = nhwc_dy(dy, a.N, a.K, a.HW, dyh, what);
+  const NhwcOperands o =
+      nhwc_wgrad_operands(slice_floats, x_low, a.N, a.C, a.hw, dy, a.K, a.HW, what);
+  float* ws = o.ws;
   const dim3 grid{unsigned((a.K + nh::kBM - 1) / nh::kBM), unsigned(4 * a.C / nh::kBN),
                   unsigned(4 * splits)};
   allow_smem<nh::upconv_nhwc_wgrad_kernel>(nh::kSmemBytes);
-  nh::upconv_nhwc_wgrad_kernel<<<grid, nh::kNT, nh::kSmemBytes>>>(a, xh, dyb, splits, tps, ws);
+  nh::upconv_nhwc_wgrad_kernel<<<grid, nh::kNT, nh::kSmemBytes>>>(a, o.x, o.dy, splits, tps, ws);
   HPMC_CUDA_LAUNCH_CHECK(what);
   upconv_wgrad_reduce_kernel<<<grid_stride_blocks(9ll * a.K * a.C), 256>>>(ws, splits, a.K, a.C,
                                                                          dw);

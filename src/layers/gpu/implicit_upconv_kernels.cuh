@@ -309,6 +309,27 @@ __device__ __forceinline__ float fold_weight_sum(const float (&src)[9], int pt) 
   return (float)sum;
 }
 
+// Calls store(ko, c, pt, Wc_p[t]) (pt = 4p + t) for every filter (ko, c) of
+// w[ko][c][3][3] and every pt < 16: one thread per filter, ko fastest across
+// the threads when ko_fast (else c), so that the stores of a layout with that
+// index fastest coalesce; each thread loads its filter's 9 values at once.
+template <class Store>
+__device__ __forceinline__ void for_each_fold_weight(const float* __restrict__ w, int K, int C,
+                                                     bool ko_fast, const Store& store) {
+  const long long count = (long long)K * C;
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < count;
+       e += (long long)gridDim.x * blockDim.x) {
+    const int fast = ko_fast ? K : C;
+    const int f = int(e % fast), sl = int(e / fast);
+    const int ko = ko_fast ? f : sl, c = ko_fast ? sl : f;
+    float src[9];
+#pragma unroll
+    for (int j = 0; j < 9; ++j) src[j] = __ldg(w + ((size_t)ko * C + c) * 9 + j);
+#pragma unroll
+    for (int pt = 0; pt < 16; ++pt) store(ko, c, pt, fold_weight_sum(src, pt));
+  }
+}
+
 // The parities' summed filters, from w[ko][c][r][s]:
 //   forward         wf[((p·4 + t)·C + c)·K + ko]
 //   backward_data   wd[((p·4 + t)·K + ko)·C + c]
@@ -322,21 +343,9 @@ __device__ __forceinline__ float fold_weight_sum(const float (&src)[9], int pt) 
 __global__ void __launch_bounds__(256)
     upconv_weights_kernel(const float* __restrict__ w, int K, int C, bool for_dgrad,
                           float* __restrict__ out) {
-  const long long count = (long long)K * C;
-  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < count;
-       e += (long long)gridDim.x * blockDim.x) {
-    const int fast = for_dgrad ? C : K;
-    const int f = int(e % fast), sl = int(e / fast);
-    const int ko = for_dgrad ? sl : f, c = for_dgrad ? f : sl;
-    float src[9];
-#pragma unroll
-    for (int j = 0; j < 9; ++j) src[j] = __ldg(w + ((size_t)ko * C + c) * 9 + j);
-#pragma unroll
-    for (int pt = 0; pt < 16; ++pt) {
-      const size_t o = for_dgrad ? ((size_t)pt * K + ko) * C + c : ((size_t)pt * C + c) * K + ko;
-      out[o] = fold_weight_sum(src, pt);
-    }
-  }
+  for_each_fold_weight(w, K, C, !for_dgrad, [&](int ko, int c, int pt, float v) {
+    out[for_dgrad ? ((size_t)pt * K + ko) * C + c : ((size_t)pt * C + c) * K + ko] = v;
+  });
 }
 
 // dw[ko][c][r][s] += Σ_{p = 0..3} Σ_{z < splits} ws[p·splits + z][ko][t·C + c] with

@@ -197,27 +197,15 @@ __global__ void __launch_bounds__(kNT, 2)
 // The parities' summed filters (fold_weight_sum) as bf16 rows of k:
 //   forward         wb[(p·K + ko)·4C + t·C + c]
 //   backward_data   wb[c·16K + (4p + t)·K + ko]
-// One thread per (ko, c), the layout's fastest index on the lanes.
+// (for_each_fold_weight: the layout's fastest index on the lanes).
 __global__ void __launch_bounds__(256)
     upconv_weights_bf16_kernel(const float* __restrict__ w, int K, int C, bool for_dgrad,
                                uint16_t* __restrict__ out) {
-  const long long count = (long long)K * C;
-  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < count;
-       e += (long long)gridDim.x * blockDim.x) {
-    const int fast = for_dgrad ? K : C;
-    const int f = int(e % fast), sl = int(e / fast);
-    const int ko = for_dgrad ? f : sl, c = for_dgrad ? sl : f;
-    float src[9];
-#pragma unroll
-    for (int j = 0; j < 9; ++j) src[j] = __ldg(w + ((size_t)ko * C + c) * 9 + j);
-#pragma unroll
-    for (int pt = 0; pt < 16; ++pt) {
-      const int p = pt >> 2, t = pt & 3;
-      const size_t o = for_dgrad ? ((size_t)c * 16 + pt) * K + ko
-                                 : ((size_t)p * K + ko) * 4 * C + (size_t)t * C + c;
-      out[o] = gpu::mma::bf16(fold_weight_sum(src, pt));
-    }
-  }
+  for_each_fold_weight(w, K, C, for_dgrad, [&](int ko, int c, int pt, float v) {
+    const int p = pt >> 2, t = pt & 3;
+    out[for_dgrad ? ((size_t)c * 16 + pt) * K + ko
+                  : ((size_t)p * K + ko) * 4 * C + (size_t)t * C + c] = gpu::mma::bf16(v);
+  });
 }
 
 }  // namespace hpmc::gpu::implicit_detail::nhwc
