@@ -20,9 +20,10 @@ struct ConvPlan {
   int splits = 1;    // split-K slices (blockIdx.z)
   int tps = 1;       // k-tiles per slice: slice z covers [z·tps, min((z+1)·tps, ktiles))
   bool tap = false;  // tap-major GEMM_K (forward, backward_data; implicit_plan.h)
-  // bf16 only, with tap: the channels-last kernel (implicit_nhwc_kernels.cuh;
-  // nhwc_forward / nhwc_backward_data, implicit_plan.h), its own 128×128 tile
-  // (tile ignored) and k-tiles of 32: slices of ⌈tps/4⌉ of them.
+  // bf16 only, with tap: the channels-last kernels (implicit_nhwc_kernels.cuh,
+  // and implicit_upconv_nhwc_kernels.cuh for the fold; implicit_plan.h's
+  // nhwc_* and upconv_nhwc_* rules), their own 128×128 tile (tile ignored)
+  // and k-tiles of 32: slices of ⌈tps/4⌉ of them.
   bool nhwc = false;
 };
 
