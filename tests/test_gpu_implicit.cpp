@@ -1237,7 +1237,8 @@ INSTANTIATE_TEST_SUITE_P(Precisions, GpuImplicitTc,
 // ---- thin convolutions: K ≤ 4 output channels (conv2d_thin.cu) ------------------------------
 //
 // choose_thin sends these to their own kernels: kFast3x3 for 3×3 / stride 1 /
-// pad 1 / W % 4 == 0 / aligned, kGeneric otherwise (ImplicitPlan.ThinChoices
+// pad 1 / W % 4 == 0 / aligned, kFast5x5 for the same with 5×5 / pad 2,
+// kGeneric otherwise (ImplicitPlan.ThinChoices
 // pins the routing of the shapes below). The sizes straddle the fast kernels'
 // tiles: 32 columns per warp (W = 4 … 100), 8 rows per forward block and per
 // weight-gradient tile, 4 per backward-data warp (H = 1 … 33), 8 warps
@@ -1284,6 +1285,29 @@ TEST(GpuImplicitThin, GenericShapes) {
       6100);
 }
 
+// kFast5x5: the same tiles with a 5×5 window (2 halo columns from each
+// neighbour lane, 6 window rows, weight rounds of 5 channels). W = 4 … 100
+// (lane 0 alone; 28: lane 7 masked; 36: a second column tile of one lane),
+// H = 1 … 33, C = 1 … 300 (38 channels per warp: 8 rounds), every K; the
+// 5×5 autoencoder's last layer (256 → 3 at 32×32).
+TEST(GpuImplicitThin, Fast5x5Shapes) {
+  HPMC_REQUIRE_GPU();
+  check_convs(
+      {
+          {1, 1, 1, 4, 1, 5, 5, 1, 2},      // one row, one lane: every halo is padding
+          {3, 3, 3, 8, 2, 5, 5, 1, 2},      // odd batch, C < 8 warps, 2 lanes
+          {1, 5, 7, 28, 3, 5, 5, 1, 2},     // 28 columns: lane 7 masked
+          {2, 17, 9, 32, 4, 5, 5, 1, 2},    // 9 rows: a second, nearly empty row tile
+          {1, 3, 8, 36, 1, 5, 5, 1, 2},     // 36 columns: a second column tile of 4
+          {3, 33, 5, 64, 3, 5, 5, 1, 2},    // two full column tiles: halos across them
+          {1, 300, 6, 12, 3, 5, 5, 1, 2},   // 38 channels per warp: 8 weight rounds
+          {2, 256, 32, 32, 3, 5, 5, 1, 2},  // the 5×5 autoencoder's last layer
+          {1, 7, 33, 100, 2, 5, 5, 1, 2},   // 33 rows, 4 column tiles, the last of 4
+          {1, 2, 2, 16, 4, 5, 5, 1, 2},
+      },
+      6050);
+}
+
 // Just past the rule (K = 5), and 9×9 kernels (81 taps > kThinMaxTaps): the GEMM.
 TEST(GpuImplicitThin, PastTheRuleStaysOnTheGemm) {
   HPMC_REQUIRE_GPU();
@@ -1292,12 +1316,14 @@ TEST(GpuImplicitThin, PastTheRuleStaysOnTheGemm) {
               6200);
 }
 
-// Misaligned tensors leave kFast3x3 for kGeneric; no bias (db null).
+// Misaligned tensors leave kFast3x3 and kFast5x5 for kGeneric; no bias (db null).
 TEST(GpuImplicitThin, NoBiasAndMisaligned) {
   HPMC_REQUIRE_GPU();
   check_conv({2, 7, 9, 32, 3, 3, 3, 1, 1}, 6300, /*bias=*/false);
   check_conv({2, 7, 9, 32, 3, 3, 3, 1, 1}, 6301, /*bias=*/true, /*misalign=*/1);
   check_conv({1, 5, 9, 11, 2, 3, 3, 2, 0}, 6302, /*bias=*/false, /*misalign=*/1);
+  check_conv({2, 7, 9, 32, 3, 5, 5, 1, 2}, 6303, /*bias=*/false);
+  check_conv({2, 7, 9, 32, 3, 5, 5, 1, 2}, 6304, /*bias=*/true, /*misalign=*/1);
 }
 
 // Batches whose weight gradient is split into many slices (kFast3x3: 64 images of
@@ -1307,7 +1333,8 @@ TEST(GpuImplicitThin, ManySlices) {
   HPMC_REQUIRE_GPU();
   check_convs({{64, 8, 32, 32, 3, 3, 3, 1, 1},
                {64, 3, 32, 32, 2, 3, 3, 1, 2},
-               {8, 256, 32, 32, 3, 3, 3, 1, 1}},
+               {8, 256, 32, 32, 3, 3, 3, 1, 1},
+               {64, 8, 32, 32, 3, 5, 5, 1, 2}},
               6400);
 }
 
@@ -1818,7 +1845,7 @@ TEST(ImplicitPlan, OutSplitsCoverEveryTileOnce) {
 }
 
 // The thin rule: K ≤ 4 and R·S ≤ kThinMaxTaps; the fast kernels only for
-// 3×3 / stride 1 / pad 1 / W % 4 == 0 / 16-byte aligned.
+// 3×3 / pad 1 and 5×5 / pad 2, stride 1, W % 4 == 0, 16-byte aligned.
 TEST(ImplicitPlan, ThinChoices) {
   using namespace gpu::implicit_detail;
   EXPECT_EQ(choose_thin(3, 3, 3, 1, 1, 32, true), ThinPath::kFast3x3);  // CIFAR conv5
@@ -1832,6 +1859,13 @@ TEST(ImplicitPlan, ThinChoices) {
     EXPECT_EQ(choose_thin(k, 3, 3, 1, 0, 32, true), ThinPath::kGeneric) << k;
     EXPECT_EQ(choose_thin(k, 3, 3, 1, 2, 32, true), ThinPath::kGeneric) << k;
     EXPECT_EQ(choose_thin(k, 5, 5, 1, 1, 32, true), ThinPath::kGeneric) << k;
+    EXPECT_EQ(choose_thin(k, 5, 5, 1, 2, 32, true), ThinPath::kFast5x5) << k;
+    EXPECT_EQ(choose_thin(k, 5, 5, 1, 2, 4, true), ThinPath::kFast5x5) << k;
+    EXPECT_EQ(choose_thin(k, 5, 5, 1, 2, 32, false), ThinPath::kGeneric) << k;
+    EXPECT_EQ(choose_thin(k, 5, 5, 1, 2, 30, true), ThinPath::kGeneric) << k;
+    EXPECT_EQ(choose_thin(k, 5, 5, 2, 2, 32, true), ThinPath::kGeneric) << k;
+    EXPECT_EQ(choose_thin(k, 5, 3, 1, 2, 32, true), ThinPath::kGeneric) << k;
+    EXPECT_EQ(choose_thin(k, 7, 7, 1, 3, 32, true), ThinPath::kGeneric) << k;
     EXPECT_EQ(choose_thin(k, 1, 1, 1, 0, 32, true), ThinPath::kGeneric) << k;
     EXPECT_EQ(choose_thin(k, 8, 8, 1, 3, 32, true), ThinPath::kGeneric) << k;
     EXPECT_EQ(choose_thin(k, 9, 9, 1, 4, 32, true), ThinPath::kNone) << k;

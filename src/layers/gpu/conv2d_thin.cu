@@ -10,27 +10,31 @@
 //
 // Layouts: x NCHW, w KCRS, y NKPQ (as conv2d_kernels.h).
 //
-// ---- kFast3x3: 3×3, stride 1, pad 1 (P = H, Q = W), W % 4 == 0, aligned -------
+// ---- kFast3x3, kFast5x5: R × R (R = 3, 5), stride 1, pad R/2 (P = H, Q = W), -----
+// ---- W % 4 == 0, aligned ------------------------------------------------------------
 // A warp covers 32 columns: lane = 8·ty + tx owns columns q0+4·tx .. +3 of
-// rows set by ty. One row of the 3×3 window of its 4 columns is 6 values: its
-// own float4 plus the last element of lane tx−1's and the first of lane tx+1's
-// (shuffles); lanes tx = 0 and 7 load that outer value themselves (zero at the
-// image border). Rows outside [0, H) and columns ≥ W read as zero.
+// rows set by ty. One row of the window of its 4 columns is 4 + 2·HALO values
+// (HALO = R/2): its own float4 plus the last HALO elements of lane tx−1's and
+// the first HALO of lane tx+1's (shuffles); lanes tx = 0 and 7 load those
+// outer values themselves (zero at the image border). Rows outside [0, H) and
+// columns ≥ W read as zero.
 //   forward  block = (n, 8 rows × 32 columns); its 8 warps split C into 8
-//            contiguous ranges; lane rows 2·ty, 2·ty+1 (window rows 4), all K;
-//            each warp stages its channels' weights in rounds of 16 channels;
-//            the 8 partial tiles are summed in shared memory, warp 0 first,
-//            then + b. Next channel's rows are loaded while this one computes.
-//   backward_data  dx[c][h][w] = Σ_k,r,s dy[k][h+1−r][w+1−s]·w[k][c][r][s]:
+//            contiguous ranges; lane rows 2·ty, 2·ty+1 (window rows R + 1), all
+//            K; each warp stages its channels' weights in rounds of 144 / R²
+//            channels (16 of 3×3, 5 of 5×5); the 8 partial tiles are summed in
+//            shared memory, warp 0 first, then + b. Next channel's rows are
+//            loaded while this one computes.
+//   backward_data  dx[c][h][w] = Σ_k,r,s dy[k][h+HALO−r][w+HALO−s]·w[k][c][r][s]:
 //            warp = 4 rows × 32 columns of one image (lane row ty), its dy
-//            window (K × 3 rows × 6) held in registers; block = 8 such warps ×
-//            32 channels (blockIdx.y), weights staged once per block; per
-//            channel 9 float4 weight reads, 36·K FFMA, one float4 store.
+//            window (K × R rows × 4 + 2·HALO) held in registers; block = 8 such
+//            warps × 32 channels (blockIdx.y), weights staged once per block;
+//            per channel R² float4 weight reads, 4·R²·K FFMA, one float4 store.
 //   backward_params  block = 4 channels (one per warp) × one slice of the
 //            image tiles (8 rows × 32 columns; lane rows 2·ty, 2·ty+1); each
-//            lane sums its 9·K terms over the slice's tiles (next tile loaded
+//            lane sums its R²·K terms over the slice's tiles (next tile loaded
 //            while this one computes), then a shuffle tree; the warp of
 //            channel 0 also sums dy for db. Slices go to a workspace.
+// Every sum takes its terms r by r, then s by s.
 //
 // ---- kGeneric: any R, S (R·S ≤ kThinMaxTaps), stride, pad, W -----------------
 //   forward  block = 128 consecutive output pixels m = (n, p, q), 4 per lane
@@ -42,7 +46,7 @@
 //            8 warps in order.
 // K is padded to 4 with zero weights; only k < K is read or written.
 //
-// ---- the weight-gradient slices (both paths) -------------------------------
+// ---- the weight-gradient slices (every path) -------------------------------
 // Slice z writes every one of its partial sums to ws[z·stride + i], i = k·C·R·S
 // + c·R·S + r·S + s for dw and K·C·R·S + k for db (zeros for an empty slice), and
 // thin_reduce_kernel adds dw[i] += Σ_z ws[z·stride + i] in double, z ascending.
@@ -54,6 +58,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstddef>
+#include <type_traits>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
@@ -69,21 +74,21 @@ constexpr unsigned kFull = 0xffffffffu;
 // kernels: 16 channels of 3×3, or kWarpTaps / (R·S) ≥ 2 channels in general.
 constexpr int kWarpTaps = 144;
 static_assert(kWarpTaps / kThinMaxTaps >= 1, "one channel's taps fit a warp's slots");
-constexpr int kDgradChannels = 32;  // kFast3x3 backward_data: channels per block
-// kFast3x3 backward_params: warps (= channels) per block. Its blocks never
+constexpr int kDgradChannels = 32;  // kFast backward_data: channels per block
+// kFast backward_params: warps (= channels) per block. Its blocks never
 // synchronize; 128 threads and 3 blocks per SM leave each thread the ~150
 // registers that two tiles' loads (this one's and the next one's) need.
 constexpr int kWgradWarps = 4;
 constexpr int kGenChannels = 8;     // kGeneric backward_data: channels per thread
 constexpr int kGenColumns = 8;      // kGeneric backward_params: (c, r, s) columns per block
-constexpr int kFastTilesMin = 4;    // kFast3x3 backward_params: tiles per slice, at least
+constexpr int kFastTilesMin = 4;    // kFast backward_params: tiles per slice, at least
 constexpr int kGenPixelsMin = 2048; // kGeneric backward_params: pixels per slice, at least
 
 struct ThinArgs {
   int N, C, H, W, K, R, S, stride, pad, P, Q;
   int RS, HW, PQ, CRS, CHW, KPQ, NPQ, NHW;  // the host checks each is < 2^30
   FastDiv fRS, fS, fHW, fW, fPQ, fQ, fStride;
-  // kFast3x3 tiles: 32-column tiles per row, 8- and 4-row tiles per image
+  // kFast tiles: 32-column tiles per row, 8- and 4-row tiles per image
   FastDiv fTW, fTH8, fTH4;
 };
 
@@ -123,71 +128,97 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;  // the same bits in every lane: a + b == b + a
 }
 
-// ---- kFast3x3 helpers -----------------------------------------------------------------
+// ---- kFast helpers (R × R windows, R = 3 or 5) --------------------------------------------
 
-// One row of a lane's window before the exchange with its neighbours: the
-// float4 at columns col .. col+3 and, for lanes tx = 0 / 7, the outer column
-// ecol = q0 − 1 / q0 + 32 (ecol = −1 for the other lanes). Zero outside the
-// plane; W % 4 == 0, so a float4 lies wholly inside or outside a row.
-struct Row {
-  float4 v;
-  float e;
+// The fast path's window: R × R taps, pad HALO = R / 2, so a lane's 4 columns
+// need HALO more on each side.
+template <int R>
+struct FastWin {
+  static_assert(R == 3 || R == 5, "the fast thin kernels take 3x3 and 5x5 windows");
+  static constexpr int kHalo = R / 2;
+  static constexpr int kTaps = R * R;
+  static constexpr int kRowVals = 4 + 2 * kHalo;  // a row of the window of 4 columns
 };
 
-__device__ __forceinline__ Row load_row(const float* __restrict__ plane, int h, int H, int W,
-                                        int col, int ecol) {
-  Row r;
+// One row of a lane's window before the exchange with its neighbours: the
+// float4 at columns col .. col+3 and, for lanes tx = 0 / 7, the HALO outer
+// columns from ecol = q0 − HALO / q0 + 32 (kNoEdge for the other lanes). Zero
+// outside the plane; W % 4 == 0, so a float4 lies wholly inside or outside a row.
+template <int HALO>
+struct Row {
+  float4 v;
+  float e[HALO];
+};
+
+constexpr int kNoEdge = -(1 << 29);  // + HALO stays negative: never read
+
+template <int HALO>
+__device__ __forceinline__ Row<HALO> load_row(const float* __restrict__ plane, int h, int H,
+                                              int W, int col, int ecol) {
+  Row<HALO> r;
   r.v = make_float4(0.f, 0.f, 0.f, 0.f);
-  r.e = 0.f;
+#pragma unroll
+  for (int i = 0; i < HALO; ++i) r.e[i] = 0.f;
   if ((unsigned)h < (unsigned)H) {
     const float* row = plane + h * W;
     if (col < W) r.v = __ldg(reinterpret_cast<const float4*>(row + col));
-    if ((unsigned)ecol < (unsigned)W) r.e = __ldg(row + ecol);
+#pragma unroll
+    for (int i = 0; i < HALO; ++i)
+      if ((unsigned)(ecol + i) < (unsigned)W) r.e[i] = __ldg(row + ecol + i);
   }
   return r;
 }
 
-// Columns col − 1 .. col + 4 of the row. Lanes tx ± 1 of the same 8-lane group
-// hold the same row (their h depends on ty only); a masked neighbour (its
-// columns ≥ W) holds zeros, which is the padding. Every lane of the warp must
-// call this together.
-__device__ __forceinline__ void expand(const Row& r, int tx, float (&v)[6]) {
-  const float left = __shfl_up_sync(kFull, r.v.w, 1);
-  const float right = __shfl_down_sync(kFull, r.v.x, 1);
-  v[0] = tx == 0 ? r.e : left;
-  v[1] = r.v.x;
-  v[2] = r.v.y;
-  v[3] = r.v.z;
-  v[4] = r.v.w;
-  v[5] = tx == 7 ? r.e : right;
+// Columns col − HALO .. col + 3 + HALO of the row. Lanes tx ± 1 of the same
+// 8-lane group hold the same row (their h depends on ty only); a masked
+// neighbour (its columns ≥ W) holds zeros, which is the padding. Every lane of
+// the warp must call this together.
+template <int HALO>
+__device__ __forceinline__ void expand(const Row<HALO>& r, int tx, float (&v)[4 + 2 * HALO]) {
+#pragma unroll
+  for (int i = 0; i < HALO; ++i) {
+    const float left = __shfl_up_sync(kFull, comp(r.v, 4 - HALO + i), 1);
+    const float right = __shfl_down_sync(kFull, comp(r.v, i), 1);
+    v[i] = tx == 0 ? r.e[i] : left;
+    v[4 + HALO + i] = tx == 7 ? r.e[i] : right;
+  }
+  v[HALO] = r.v.x;
+  v[HALO + 1] = r.v.y;
+  v[HALO + 2] = r.v.z;
+  v[HALO + 3] = r.v.w;
 }
 
+template <int HALO>
 __device__ __forceinline__ int edge_col(int tx, int q0) {
-  return tx == 0 ? q0 - 1 : (tx == 7 ? q0 + 32 : -1);
+  return tx == 0 ? q0 - HALO : (tx == 7 ? q0 + 32 : kNoEdge);
 }
 
-// ---- kFast3x3 forward -----------------------------------------------------------------
+// ---- kFast forward ----------------------------------------------------------------------
 
 template <int KC>
-union Fwd3Smem {
+union FwdFastSmem {
   float4 wt[kWarps][kWarpTaps];  // each warp's staged weights: [channel][tap] → K channels
   float red[kWarps][KC][8][32];  // each warp's partial output tile
 };
 
-template <int KC>
-__global__ void __launch_bounds__(kThreads, 2)
-    thin_fwd3_kernel(const __grid_constant__ ThinArgs a, const float* __restrict__ x,
-                     const float* __restrict__ w, const float* __restrict__ b,
-                     float* __restrict__ y) {
-  constexpr int CH = kWarpTaps / 9;  // channels per staging round
-  __shared__ __align__(16) Fwd3Smem<KC> sm;
+// Registers: the window's R + 1 rows twice (this channel's, the next one's
+// loads) and 2·KC float4 accumulators; 5×5 needs more than two blocks an SM allow.
+template <int R, int KC>
+__global__ void __launch_bounds__(kThreads, R == 3 ? 2 : 1)
+    thin_fwd_fast_kernel(const __grid_constant__ ThinArgs a, const float* __restrict__ x,
+                         const float* __restrict__ w, const float* __restrict__ b,
+                         float* __restrict__ y) {
+  using Win = FastWin<R>;
+  constexpr int HALO = Win::kHalo, TAPS = Win::kTaps, ROWS = R + 1;
+  constexpr int CH = kWarpTaps / TAPS;  // channels per staging round
+  __shared__ __align__(16) FwdFastSmem<KC> sm;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, ty = lane >> 3, tx = lane & 7;
   int rest, ct, rt, n;
   a.fTW.divmod(blockIdx.x, rest, ct);
   a.fTH8.divmod(rest, n, rt);
   const int p0 = rt * 8, q0 = ct * 32;
-  const int col = q0 + 4 * tx, ecol = edge_col(tx, q0);
-  const int hbase = p0 + 2 * ty - 1;  // input row of window row 0
+  const int col = q0 + 4 * tx, ecol = edge_col<HALO>(tx, q0);
+  const int hbase = p0 + 2 * ty - HALO;  // input row of window row 0
   const int cw = (a.C + kWarps - 1) / kWarps;
   const int cbeg = min(a.C, warp * cw), cend = min(a.C, cbeg + cw);
   const float* xn = x + (size_t)n * a.CHW;
@@ -200,11 +231,11 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[i][k][q] = 0.f;
 
-  Row nxt[4];
+  Row<HALO> nxt[ROWS];
   if (cbeg < cend) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      nxt[j] = load_row(xn + (size_t)cbeg * a.HW, hbase + j, a.H, a.W, col, ecol);
+    for (int j = 0; j < ROWS; ++j)
+      nxt[j] = load_row<HALO>(xn + (size_t)cbeg * a.HW, hbase + j, a.H, a.W, col, ecol);
   }
   float4* wt = sm.wt[warp];
   int cl = CH;  // channel c's staging slot; CH starts a staging round
@@ -215,38 +246,34 @@ __global__ void __launch_bounds__(kThreads, 2)
       float* wf = reinterpret_cast<float*>(wt);
 #pragma unroll
       for (int k = 0; k < KC; ++k)
-        for (int e = lane; e < nch * 9; e += 32)  // slot e = (c' − c)·9 + tap
-          wf[e * 4 + k] = __ldg(w + ((size_t)k * a.C + c) * 9 + e);
+        for (int e = lane; e < nch * TAPS; e += 32)  // slot e = (c' − c)·TAPS + tap
+          wf[e * 4 + k] = __ldg(w + ((size_t)k * a.C + c) * TAPS + e);
       __syncwarp();
       cl = 0;
     }
-    Row cur[4];
+    float v[ROWS][Win::kRowVals];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) cur[j] = nxt[j];
+    for (int j = 0; j < ROWS; ++j) expand<HALO>(nxt[j], tx, v[j]);
     if (c + 1 < cend) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        nxt[j] = load_row(xn + (size_t)(c + 1) * a.HW, hbase + j, a.H, a.W, col, ecol);
+      for (int j = 0; j < ROWS; ++j)
+        nxt[j] = load_row<HALO>(xn + (size_t)(c + 1) * a.HW, hbase + j, a.H, a.W, col, ecol);
     }
-    float4 wv[9];
+    // Each sum takes its terms r by r, then s by s: output row i sees window row r + i.
 #pragma unroll
-    for (int t = 0; t < 9; ++t) wv[t] = wt[cl * 9 + t];
+    for (int r = 0; r < R; ++r) {
+      float4 wv[R];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      float v[6];
-      expand(cur[j], tx, v);
+      for (int s = 0; s < R; ++s) wv[s] = wt[cl * TAPS + r * R + s];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int r = j - i;
-        if (r < 0 || r > 2) continue;
+      for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int s = 0; s < 3; ++s)
+        for (int s = 0; s < R; ++s)
 #pragma unroll
           for (int q = 0; q < 4; ++q)
 #pragma unroll
             for (int k = 0; k < KC; ++k)
-              acc[i][k][q] = fmaf(v[q + s], comp(wv[r * 3 + s], k), acc[i][k][q]);
-      }
+              acc[i][k][q] = fmaf(v[r + i][q + s], comp(wv[s], k), acc[i][k][q]);
     }
   }
 
@@ -272,14 +299,17 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// ---- kFast3x3 backward_data -------------------------------------------------------------
+// ---- kFast backward_data ----------------------------------------------------------------
 
-template <int KC>
-__global__ void __launch_bounds__(kThreads, 2)
-    thin_dgrad3_kernel(const __grid_constant__ ThinArgs a, const float* __restrict__ dy,
-                       const float* __restrict__ w, float* __restrict__ dx, int tiles) {
+// Registers: the dy window, KC × R rows of 4 + 2·HALO values (120 for 5×5, K = 3).
+template <int R, int KC>
+__global__ void __launch_bounds__(kThreads, R == 3 ? 2 : 1)
+    thin_dgrad_fast_kernel(const __grid_constant__ ThinArgs a, const float* __restrict__ dy,
+                           const float* __restrict__ w, float* __restrict__ dx, int tiles) {
+  using Win = FastWin<R>;
+  constexpr int HALO = Win::kHalo, TAPS = Win::kTaps;
   constexpr int CB = kDgradChannels;
-  __shared__ __align__(16) float4 wt[CB * 9];
+  __shared__ __align__(16) float4 wt[CB * TAPS];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, ty = lane >> 3, tx = lane & 7;
   const int t = blockIdx.x * kWarps + warp;
   const bool active = t < tiles;  // warp-uniform
@@ -287,19 +317,21 @@ __global__ void __launch_bounds__(kThreads, 2)
   a.fTW.divmod(active ? t : 0, rest, ct);
   a.fTH4.divmod(rest, n, rt);
   const int h = rt * 4 + ty, q0 = ct * 32;
-  const int col = q0 + 4 * tx, ecol = edge_col(tx, q0);
+  const int col = q0 + 4 * tx, ecol = edge_col<HALO>(tx, q0);
 
-  // d[k][j][u] = dy[n][k][h − 1 + j][col − 1 + u]
-  float d[KC][3][6];
+  // d[k][j][u] = dy[n][k][h − HALO + j][col − HALO + u]
+  float d[KC][R][Win::kRowVals];
 #pragma unroll
   for (int k = 0; k < KC; ++k)
 #pragma unroll
-    for (int j = 0; j < 3; ++j) {
-      Row r;
+    for (int j = 0; j < R; ++j) {
+      Row<HALO> r;
       r.v = make_float4(0.f, 0.f, 0.f, 0.f);
-      r.e = 0.f;
-      if (active) r = load_row(dy + ((size_t)n * KC + k) * a.HW, h - 1 + j, a.H, a.W, col, ecol);
-      expand(r, tx, d[k][j]);
+#pragma unroll
+      for (int i = 0; i < HALO; ++i) r.e[i] = 0.f;
+      if (active)
+        r = load_row<HALO>(dy + ((size_t)n * KC + k) * a.HW, h - HALO + j, a.H, a.W, col, ecol);
+      expand<HALO>(r, tx, d[k][j]);
     }
   const bool store = active && h < a.H && col < a.W;
 
@@ -309,41 +341,42 @@ __global__ void __launch_bounds__(kThreads, 2)
     float* wf = reinterpret_cast<float*>(wt);
 #pragma unroll
     for (int k = 0; k < KC; ++k)
-      for (int e = threadIdx.x; e < nch * 9; e += kThreads)
-        wf[e * 4 + k] = __ldg(w + ((size_t)k * a.C + c0) * 9 + e);
+      for (int e = threadIdx.x; e < nch * TAPS; e += kThreads)
+        wf[e * 4 + k] = __ldg(w + ((size_t)k * a.C + c0) * TAPS + e);
     __syncthreads();
     if (!store) continue;
     float* out = dx + ((size_t)n * a.C + c0) * a.HW + h * a.W + col;
     for (int cl = 0; cl < nch; ++cl, out += a.HW) {
       float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-      for (int r = 0; r < 3; ++r)
+      for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int s = 0; s < 3; ++s) {
-          const float4 wv = wt[cl * 9 + r * 3 + s];
+        for (int s = 0; s < R; ++s) {
+          const float4 wv = wt[cl * TAPS + r * R + s];
 #pragma unroll
           for (int q = 0; q < 4; ++q)
 #pragma unroll
             for (int k = 0; k < KC; ++k)
-              acc[q] = fmaf(d[k][2 - r][q + 2 - s], comp(wv, k), acc[q]);
+              acc[q] = fmaf(d[k][R - 1 - r][q + R - 1 - s], comp(wv, k), acc[q]);
         }
       *reinterpret_cast<float4*>(out) = make_float4(acc[0], acc[1], acc[2], acc[3]);
     }
   }
 }
 
-// ---- kFast3x3 backward_params -----------------------------------------------------------
+// ---- kFast backward_params --------------------------------------------------------------
 
-template <int KC>
-struct Wgrad3Loads {
-  float4 g[KC][2];  // dy[n][k][p0 + 2·ty + i][col .. col+3]
-  Row xr[4];        // x[n][c][p0 + 2·ty − 1 + j][...]
+template <int R, int KC>
+struct WgradFastLoads {
+  float4 g[KC][2];            // dy[n][k][p0 + 2·ty + i][col .. col+3]
+  Row<R / 2> xr[R + 1];       // x[n][c][p0 + 2·ty − HALO + j][...]
 };
 
-template <int KC>
-__device__ __forceinline__ void wgrad3_load(const ThinArgs& a, const float* __restrict__ x,
-                                            const float* __restrict__ dy, int c, int t, int ty,
-                                            int tx, Wgrad3Loads<KC>& L) {
+template <int R, int KC>
+__device__ __forceinline__ void wgrad_fast_load(const ThinArgs& a, const float* __restrict__ x,
+                                                const float* __restrict__ dy, int c, int t,
+                                                int ty, int tx, WgradFastLoads<R, KC>& L) {
+  constexpr int HALO = R / 2;
   int rest, ct, rt, n;
   a.fTW.divmod(t, rest, ct);
   a.fTH8.divmod(rest, n, rt);
@@ -360,33 +393,36 @@ __device__ __forceinline__ void wgrad3_load(const ThinArgs& a, const float* __re
     }
   const float* plane = x + ((size_t)n * a.C + c) * a.HW;
 #pragma unroll
-  for (int j = 0; j < 4; ++j)
-    L.xr[j] = load_row(plane, prow - 1 + j, a.H, a.W, col, edge_col(tx, q0));
+  for (int j = 0; j < R + 1; ++j)
+    L.xr[j] = load_row<HALO>(plane, prow - HALO + j, a.H, a.W, col, edge_col<HALO>(tx, q0));
 }
 
-template <int KC>
-__global__ void __launch_bounds__(kWgradWarps * 32, 3)
-    thin_wgrad3_kernel(const __grid_constant__ ThinArgs a, const float* __restrict__ x,
-                       const float* __restrict__ dy, int tiles, int per, float* __restrict__ ws,
-                       long long ws_stride, bool with_db) {
+// Registers: KC × R·R sums and two tiles' loads (75 + 2 × 60 for 5×5, K = 3).
+template <int R, int KC>
+__global__ void __launch_bounds__(kWgradWarps * 32, R == 3 ? 3 : 2)
+    thin_wgrad_fast_kernel(const __grid_constant__ ThinArgs a, const float* __restrict__ x,
+                           const float* __restrict__ dy, int tiles, int per,
+                           float* __restrict__ ws, long long ws_stride, bool with_db) {
+  using Win = FastWin<R>;
+  constexpr int HALO = Win::kHalo, TAPS = Win::kTaps;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, ty = lane >> 3, tx = lane & 7;
   const int c = blockIdx.x * kWgradWarps + warp;
   if (c >= a.C) return;  // warp-uniform; this kernel has no block barrier
   const bool do_db = with_db && c == 0;
   const int t0 = blockIdx.y * per, t1 = min(tiles, t0 + per);
 
-  float acc[KC][9], dsum[KC];
+  float acc[KC][TAPS], dsum[KC];
 #pragma unroll
   for (int k = 0; k < KC; ++k) {
     dsum[k] = 0.f;
 #pragma unroll
-    for (int u = 0; u < 9; ++u) acc[k][u] = 0.f;
+    for (int u = 0; u < TAPS; ++u) acc[k][u] = 0.f;
   }
-  Wgrad3Loads<KC> nxt;
-  if (t0 < t1) wgrad3_load<KC>(a, x, dy, c, t0, ty, tx, nxt);
+  WgradFastLoads<R, KC> nxt;
+  if (t0 < t1) wgrad_fast_load<R, KC>(a, x, dy, c, t0, ty, tx, nxt);
   for (int t = t0; t < t1; ++t) {
-    const Wgrad3Loads<KC> cur = nxt;
-    if (t + 1 < t1) wgrad3_load<KC>(a, x, dy, c, t + 1, ty, tx, nxt);
+    const WgradFastLoads<R, KC> cur = nxt;
+    if (t + 1 < t1) wgrad_fast_load<R, KC>(a, x, dy, c, t + 1, ty, tx, nxt);
     if (do_db) {
 #pragma unroll
       for (int k = 0; k < KC; ++k)
@@ -395,27 +431,27 @@ __global__ void __launch_bounds__(kWgradWarps * 32, 3)
           dsum[k] += cur.g[k][i].x + cur.g[k][i].y + cur.g[k][i].z + cur.g[k][i].w;
     }
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      float v[6];
-      expand(cur.xr[j], tx, v);
+    for (int j = 0; j < R + 1; ++j) {
+      float v[Win::kRowVals];
+      expand<HALO>(cur.xr[j], tx, v);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const int r = j - i;
-        if (r < 0 || r > 2) continue;
+        if (r < 0 || r >= R) continue;
 #pragma unroll
-        for (int s = 0; s < 3; ++s)
+        for (int s = 0; s < R; ++s)
 #pragma unroll
           for (int q = 0; q < 4; ++q)
 #pragma unroll
             for (int k = 0; k < KC; ++k)
-              acc[k][r * 3 + s] = fmaf(comp(cur.g[k][i], q), v[q + s], acc[k][r * 3 + s]);
+              acc[k][r * R + s] = fmaf(comp(cur.g[k][i], q), v[q + s], acc[k][r * R + s]);
       }
     }
   }
 #pragma unroll
   for (int k = 0; k < KC; ++k) {
 #pragma unroll
-    for (int u = 0; u < 9; ++u) acc[k][u] = warp_sum(acc[k][u]);
+    for (int u = 0; u < TAPS; ++u) acc[k][u] = warp_sum(acc[k][u]);
     if (do_db) dsum[k] = warp_sum(dsum[k]);
   }
   if (lane == 0) {
@@ -423,7 +459,7 @@ __global__ void __launch_bounds__(kWgradWarps * 32, 3)
 #pragma unroll
     for (int k = 0; k < KC; ++k) {
 #pragma unroll
-      for (int u = 0; u < 9; ++u) out[(size_t)k * a.CRS + c * 9 + u] = acc[k][u];
+      for (int u = 0; u < TAPS; ++u) out[(size_t)k * a.CRS + c * TAPS + u] = acc[k][u];
       if (do_db) out[(size_t)KC * a.CRS + k] = dsum[k];
     }
   }
@@ -692,6 +728,8 @@ __global__ void __launch_bounds__(256)
 
 // ---- host side ------------------------------------------------------------------------------
 
+bool fast(ThinPath path) { return path == ThinPath::kFast3x3 || path == ThinPath::kFast5x5; }
+
 int fast_tiles(const Conv2dShape& s, int rows_per_tile) {
   const long long t = (long long)s.N * ((s.H + rows_per_tile - 1) / rows_per_tile) *
                       ((s.W + 31) / 32);
@@ -699,7 +737,7 @@ int fast_tiles(const Conv2dShape& s, int rows_per_tile) {
 }
 
 // How the weight gradient is split: gx blocks per slice, `splits` slices of
-// `per` tiles (kFast3x3) or pixels (kGeneric).
+// `per` tiles (kFast3x3, kFast5x5) or pixels (kGeneric).
 struct WgradPlan {
   long long gx;
   int splits;
@@ -707,7 +745,7 @@ struct WgradPlan {
   long long stride;  // K·C·R·S + K floats per slice
 };
 
-// kFast3x3 gives each channel a warp; with no channel at all (C = 0: db only)
+// The fast paths give each channel a warp; with no channel at all (C = 0: db only)
 // the generic kernel's one column block does the bias.
 ThinPath wgrad_path(const Conv2dShape& s, ThinPath path) {
   return s.C == 0 ? ThinPath::kGeneric : path;
@@ -717,7 +755,7 @@ WgradPlan wgrad_plan(const Conv2dShape& s, ThinPath path) {
   path = wgrad_path(s, path);
   WgradPlan pl{};
   const long long crs = (long long)s.C * s.R * s.S;
-  if (path == ThinPath::kFast3x3) {
+  if (fast(path)) {
     pl.gx = (s.C + kWgradWarps - 1) / kWgradWarps;
     choose_thin_splits(pl.gx, fast_tiles(s, 8), kFastTilesMin, pl.splits, pl.per);
   } else {
@@ -733,33 +771,22 @@ void check_grid(const char* what, long long gx) {
     throw RuntimeError(str("thin conv2d ", what, ": grid of ", gx, " blocks is out of range"));
 }
 
-template <int KC>
-void launch_fwd3(const ThinArgs& a, const Conv2dShape& s, const float* x, const float* w,
-                 const float* b, float* y) {
-  const long long blocks = (long long)s.N * ((s.H + 7) / 8) * ((s.W + 31) / 32);
-  check_grid("forward", blocks);
-  thin_fwd3_kernel<KC><<<unsigned(blocks), kThreads>>>(a, x, w, b, y);
-  HPMC_CUDA_LAUNCH_CHECK("thin conv2d forward (3x3)");
-}
-
-template <int KC>
-void launch_dgrad3(const ThinArgs& a, const Conv2dShape& s, const float* dy, const float* w,
-                   float* dx) {
-  const int tiles = fast_tiles(s, 4);
-  const long long gx = (tiles + kWarps - 1) / kWarps;
-  check_grid("backward_data", gx);
-  const long long gy = std::min<long long>((s.C + kDgradChannels - 1) / kDgradChannels, 65535);
-  thin_dgrad3_kernel<KC><<<dim3(unsigned(gx), unsigned(gy)), kThreads>>>(a, dy, w, dx, tiles);
-  HPMC_CUDA_LAUNCH_CHECK("thin conv2d backward_data (3x3)");
-}
-
-template <int KC>
-void launch_wgrad3(const ThinArgs& a, const WgradPlan& pl, int tiles, const float* x,
-                   const float* dy, float* ws, bool with_db) {
-  check_grid("backward_params", pl.gx);
-  thin_wgrad3_kernel<KC><<<dim3(unsigned(pl.gx), unsigned(pl.splits)), kWgradWarps * 32>>>(
-      a, x, dy, tiles, int(pl.per), ws, pl.stride, with_db);
-  HPMC_CUDA_LAUNCH_CHECK("thin conv2d backward_params (3x3)");
+// f(R, KC) with both as std::integral_constant, for a fast path and K in 1..4.
+template <class F>
+void with_fast(ThinPath path, int K, const char* what, F&& f) {
+  const auto with_r = [&](auto r) {
+    switch (K) {
+      case 1: f(r, std::integral_constant<int, 1>{}); return;
+      case 2: f(r, std::integral_constant<int, 2>{}); return;
+      case 3: f(r, std::integral_constant<int, 3>{}); return;
+      case 4: f(r, std::integral_constant<int, 4>{}); return;
+    }
+    throw RuntimeError(str("thin conv2d ", what, ": K = ", K, " is not in 1..4"));
+  };
+  if (path == ThinPath::kFast3x3)
+    with_r(std::integral_constant<int, 3>{});
+  else
+    with_r(std::integral_constant<int, 5>{});
 }
 
 }  // namespace
@@ -767,14 +794,15 @@ void launch_wgrad3(const ThinArgs& a, const WgradPlan& pl, int tiles, const floa
 void thin_forward(const Conv2dShape& s, ThinPath path, const float* x, const float* w,
                   const float* b, float* y) {
   const ThinArgs a = make_thin_args(s);
-  if (path == ThinPath::kFast3x3) {
-    switch (s.K) {
-      case 1: launch_fwd3<1>(a, s, x, w, b, y); return;
-      case 2: launch_fwd3<2>(a, s, x, w, b, y); return;
-      case 3: launch_fwd3<3>(a, s, x, w, b, y); return;
-      case 4: launch_fwd3<4>(a, s, x, w, b, y); return;
-    }
-    throw RuntimeError(str("thin conv2d forward: K = ", s.K, " is not in 1..4"));
+  if (fast(path)) {
+    const long long blocks = (long long)s.N * ((s.H + 7) / 8) * ((s.W + 31) / 32);
+    check_grid("forward", blocks);
+    with_fast(path, s.K, "forward", [&](auto r, auto kc) {
+      thin_fwd_fast_kernel<decltype(r)::value, decltype(kc)::value>
+          <<<unsigned(blocks), kThreads>>>(a, x, w, b, y);
+    });
+    HPMC_CUDA_LAUNCH_CHECK("thin conv2d forward (fast)");
+    return;
   }
   const long long blocks = ((long long)a.NPQ + 127) / 128;
   check_grid("forward", blocks);
@@ -785,14 +813,17 @@ void thin_forward(const Conv2dShape& s, ThinPath path, const float* x, const flo
 void thin_backward_data(const Conv2dShape& s, ThinPath path, const float* dy, const float* w,
                         float* dx) {
   const ThinArgs a = make_thin_args(s);
-  if (path == ThinPath::kFast3x3) {
-    switch (s.K) {
-      case 1: launch_dgrad3<1>(a, s, dy, w, dx); return;
-      case 2: launch_dgrad3<2>(a, s, dy, w, dx); return;
-      case 3: launch_dgrad3<3>(a, s, dy, w, dx); return;
-      case 4: launch_dgrad3<4>(a, s, dy, w, dx); return;
-    }
-    throw RuntimeError(str("thin conv2d backward_data: K = ", s.K, " is not in 1..4"));
+  if (fast(path)) {
+    const int tiles = fast_tiles(s, 4);
+    const long long gx = (tiles + kWarps - 1) / kWarps;
+    check_grid("backward_data", gx);
+    const long long gy = std::min<long long>((s.C + kDgradChannels - 1) / kDgradChannels, 65535);
+    with_fast(path, s.K, "backward_data", [&](auto r, auto kc) {
+      thin_dgrad_fast_kernel<decltype(r)::value, decltype(kc)::value>
+          <<<dim3(unsigned(gx), unsigned(gy)), kThreads>>>(a, dy, w, dx, tiles);
+    });
+    HPMC_CUDA_LAUNCH_CHECK("thin conv2d backward_data (fast)");
+    return;
   }
   const long long gx = ((long long)a.NHW + kThreads - 1) / kThreads;
   check_grid("backward_data", gx);
@@ -812,15 +843,15 @@ void thin_backward_params(const Conv2dShape& s, ThinPath path, const float* x, c
   const ThinArgs a = make_thin_args(s);
   const WgradPlan pl = wgrad_plan(s, path);
   const bool with_db = db != nullptr;
-  if (path == ThinPath::kFast3x3) {
+  if (fast(path)) {
     const int tiles = fast_tiles(s, 8);
-    switch (s.K) {
-      case 1: launch_wgrad3<1>(a, pl, tiles, x, dy, ws, with_db); break;
-      case 2: launch_wgrad3<2>(a, pl, tiles, x, dy, ws, with_db); break;
-      case 3: launch_wgrad3<3>(a, pl, tiles, x, dy, ws, with_db); break;
-      case 4: launch_wgrad3<4>(a, pl, tiles, x, dy, ws, with_db); break;
-      default: throw RuntimeError(str("thin conv2d backward_params: K = ", s.K, " is not in 1..4"));
-    }
+    check_grid("backward_params", pl.gx);
+    with_fast(path, s.K, "backward_params", [&](auto r, auto kc) {
+      thin_wgrad_fast_kernel<decltype(r)::value, decltype(kc)::value>
+          <<<dim3(unsigned(pl.gx), unsigned(pl.splits)), kWgradWarps * 32>>>(
+              a, x, dy, tiles, int(pl.per), ws, pl.stride, with_db);
+    });
+    HPMC_CUDA_LAUNCH_CHECK("thin conv2d backward_params (fast)");
   } else {
     check_grid("backward_params", pl.gx);
     thin_wgrad_generic_kernel<<<dim3(unsigned(pl.gx), unsigned(pl.splits)), kThreads>>>(

@@ -13,7 +13,7 @@
 
 namespace hpmc::gpu::implicit_detail {
 
-// path is kFast3x3 or kGeneric (never kNone).
+// path is kFast3x3, kFast5x5 or kGeneric (never kNone).
 void thin_forward(const Conv2dShape& s, ThinPath path, const float* x, const float* w,
                   const float* b, float* y);
 void thin_backward_data(const Conv2dShape& s, ThinPath path, const float* dy, const float* w,

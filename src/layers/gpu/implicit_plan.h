@@ -219,20 +219,22 @@ constexpr long long kSplitTarget = 4 * kPlanSMs;
 //   kFast3x3  3×3, stride 1, pad 1, W % 4 == 0 and the pass's tensors 16-byte
 //             aligned: register windows fed by float4 loads along W, the K
 //             channels' weights broadcast from shared memory;
+//   kFast5x5  the same kernels for 5×5, stride 1, pad 2 (a 5×5 autoencoder's
+//             last layer);
 //   kGeneric  any other R, S, stride, pad, W (R·S ≤ kThinMaxTaps: the weights of
 //             one channel fit the kernels' shared-memory staging);
 //   kNone     K > 4 (or R·S too large): the implicit GEMM.
 // Each pass asks with the alignment of its own tensors (forward: x, y;
 // backward_data: dy, dx; backward_params: x, dy).
-enum class ThinPath { kNone, kGeneric, kFast3x3 };
+enum class ThinPath { kNone, kGeneric, kFast3x3, kFast5x5 };
 constexpr int kThinMaxK = 4;
 constexpr int kThinMaxTaps = 64;
 
 inline ThinPath choose_thin(int K, int R, int S, int stride, int pad, int W, bool aligned16) {
   if (K < 1 || K > kThinMaxK || R < 1 || S < 1 || (long long)R * S > kThinMaxTaps)
     return ThinPath::kNone;
-  if (R == 3 && S == 3 && stride == 1 && pad == 1 && W % 4 == 0 && aligned16)
-    return ThinPath::kFast3x3;
+  if (R == S && (R == 3 || R == 5) && stride == 1 && pad == R / 2 && W % 4 == 0 && aligned16)
+    return R == 3 ? ThinPath::kFast3x3 : ThinPath::kFast5x5;
   return ThinPath::kGeneric;
 }
 
