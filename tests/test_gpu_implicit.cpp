@@ -1919,6 +1919,16 @@ TEST(ImplicitPlan, ThinSplitsCoverEveryItemOnce) {
   choose_thin_splits(64, 256, 4, splits, per);
   EXPECT_EQ(splits, 9);
   EXPECT_EQ(per, 29);
+  // The fast kernels' target: two whole waves of their blocks on kPlanSMs SMs.
+  choose_thin_splits(64, 256, 4, splits, per, thin_fast_wgrad_target(64, 3, 3));
+  EXPECT_EQ(splits, 12);  // three blocks an SM: 768 of 792
+  EXPECT_EQ(per, 22);
+  choose_thin_splits(64, 256, 4, splits, per, thin_fast_wgrad_target(64, 5, 3));
+  EXPECT_EQ(splits, 8);  // two blocks an SM: 512 of 528
+  EXPECT_EQ(per, 32);
+  EXPECT_EQ(thin_fast_wgrad_target(64, 5, 2), 512);  // 50 sums: two an SM
+  EXPECT_EQ(thin_fast_wgrad_target(64, 5, 1), 768);  // 25: three
+  EXPECT_EQ(thin_fast_wgrad_target(1000, 5, 3), 1000);  // one slice at least
 }
 
 }  // namespace

@@ -76,8 +76,9 @@ constexpr int kWarpTaps = 144;
 static_assert(kWarpTaps / kThinMaxTaps >= 1, "one channel's taps fit a warp's slots");
 constexpr int kDgradChannels = 32;  // kFast backward_data: channels per block
 // kFast backward_params: warps (= channels) per block. Its blocks never
-// synchronize; 128 threads and 3 blocks per SM leave each thread the ~150
-// registers that two tiles' loads (this one's and the next one's) need.
+// synchronize; 128 threads and 3 blocks per SM (2 for 5×5 with K ≥ 2:
+// thin_fast_wgrad_blocks_per_sm) leave each thread the registers that its
+// sums and two tiles' loads (this one's and the next one's) need.
 constexpr int kWgradWarps = 4;
 constexpr int kGenChannels = 8;     // kGeneric backward_data: channels per thread
 constexpr int kGenColumns = 8;      // kGeneric backward_params: (c, r, s) columns per block
@@ -201,10 +202,10 @@ union FwdFastSmem {
   float red[kWarps][KC][8][32];  // each warp's partial output tile
 };
 
-// Registers: the window's R + 1 rows twice (this channel's, the next one's
-// loads) and 2·KC float4 accumulators; 5×5 needs more than two blocks an SM allow.
+// Registers: the window's R + 1 rows as loaded, two of them expanded, and 2·KC
+// float4 accumulators: two blocks an SM for 5×5 too.
 template <int R, int KC>
-__global__ void __launch_bounds__(kThreads, R == 3 ? 2 : 1)
+__global__ void __launch_bounds__(kThreads, 2)
     thin_fwd_fast_kernel(const __grid_constant__ ThinArgs a, const float* __restrict__ x,
                          const float* __restrict__ w, const float* __restrict__ b,
                          float* __restrict__ y) {
@@ -251,29 +252,32 @@ __global__ void __launch_bounds__(kThreads, R == 3 ? 2 : 1)
       __syncwarp();
       cl = 0;
     }
-    float v[ROWS][Win::kRowVals];
-#pragma unroll
-    for (int j = 0; j < ROWS; ++j) expand<HALO>(nxt[j], tx, v[j]);
-    if (c + 1 < cend) {
-#pragma unroll
-      for (int j = 0; j < ROWS; ++j)
-        nxt[j] = load_row<HALO>(xn + (size_t)(c + 1) * a.HW, hbase + j, a.H, a.W, col, ecol);
-    }
+    // Window row j is expanded as it is first used, and its slot in nxt then
+    // loads the next channel's row j: two expanded rows live at a time.
+    const bool more = c + 1 < cend;  // warp-uniform
+    const float* xnext = xn + (size_t)(c + 1) * a.HW;
+    float va[Win::kRowVals], vb[Win::kRowVals];
+    expand<HALO>(nxt[0], tx, va);
+    if (more) nxt[0] = load_row<HALO>(xnext, hbase, a.H, a.W, col, ecol);
     // Each sum takes its terms r by r, then s by s: output row i sees window row r + i.
 #pragma unroll
     for (int r = 0; r < R; ++r) {
+      expand<HALO>(nxt[r + 1], tx, vb);
+      if (more) nxt[r + 1] = load_row<HALO>(xnext, hbase + r + 1, a.H, a.W, col, ecol);
       float4 wv[R];
 #pragma unroll
       for (int s = 0; s < R; ++s) wv[s] = wt[cl * TAPS + r * R + s];
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
+      for (int s = 0; s < R; ++s)
 #pragma unroll
-        for (int s = 0; s < R; ++s)
+        for (int q = 0; q < 4; ++q)
 #pragma unroll
-          for (int q = 0; q < 4; ++q)
+          for (int k = 0; k < KC; ++k) {
+            acc[0][k][q] = fmaf(va[q + s], comp(wv[s], k), acc[0][k][q]);
+            acc[1][k][q] = fmaf(vb[q + s], comp(wv[s], k), acc[1][k][q]);
+          }
 #pragma unroll
-            for (int k = 0; k < KC; ++k)
-              acc[i][k][q] = fmaf(v[r + i][q + s], comp(wv[s], k), acc[i][k][q]);
+      for (int u = 0; u < Win::kRowVals; ++u) va[u] = vb[u];
     }
   }
 
@@ -399,7 +403,7 @@ __device__ __forceinline__ void wgrad_fast_load(const ThinArgs& a, const float* 
 
 // Registers: KC × R·R sums and two tiles' loads (75 + 2 × 60 for 5×5, K = 3).
 template <int R, int KC>
-__global__ void __launch_bounds__(kWgradWarps * 32, R == 3 ? 3 : 2)
+__global__ void __launch_bounds__(kWgradWarps * 32, thin_fast_wgrad_blocks_per_sm(R, KC))
     thin_wgrad_fast_kernel(const __grid_constant__ ThinArgs a, const float* __restrict__ x,
                            const float* __restrict__ dy, int tiles, int per,
                            float* __restrict__ ws, long long ws_stride, bool with_db) {
@@ -757,7 +761,8 @@ WgradPlan wgrad_plan(const Conv2dShape& s, ThinPath path) {
   const long long crs = (long long)s.C * s.R * s.S;
   if (fast(path)) {
     pl.gx = (s.C + kWgradWarps - 1) / kWgradWarps;
-    choose_thin_splits(pl.gx, fast_tiles(s, 8), kFastTilesMin, pl.splits, pl.per);
+    choose_thin_splits(pl.gx, fast_tiles(s, 8), kFastTilesMin, pl.splits, pl.per,
+                       thin_fast_wgrad_target(pl.gx, s.R, s.K));
   } else {
     pl.gx = std::max(1ll, (crs + kGenColumns - 1) / kGenColumns);
     choose_thin_splits(pl.gx, (long long)s.N * s.P * s.Q, kGenPixelsMin, pl.splits, pl.per);

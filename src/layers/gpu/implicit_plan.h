@@ -251,19 +251,32 @@ inline bool thin_input_applies(int C, int K, int R, int S, int stride, int pad) 
 
 // Split of the thin weight gradient's reduction: `items` units of work (warp
 // tiles or pixels) over slices of `per` consecutive units, next to `gx` blocks
-// per slice. Aims at kSplitTarget blocks in all, at most kMaxSplits slices, at
-// least `min_items` units per slice unless there are fewer in all; no slice is
-// empty: (splits − 1)·per < items ≤ splits·per. A function of the shape only,
-// so the bits of dw do not depend on the device.
+// per slice. Aims at `target` blocks in all (at least), at most kMaxSplits
+// slices, at least `min_items` units per slice unless there are fewer in all;
+// no slice is empty: (splits − 1)·per < items ≤ splits·per. A function of the
+// shape only, so the bits of dw do not depend on the device.
 inline void choose_thin_splits(long long gx, long long items, long long min_items, int& splits,
-                               long long& per) {
+                               long long& per, long long target = kSplitTarget) {
   items = std::max(items, 1ll);
   gx = std::max(gx, 1ll);
-  long long want = (kSplitTarget + gx - 1) / gx;
+  long long want = (target + gx - 1) / gx;
   const long long by_items = std::max(1ll, items / std::max(min_items, 1ll));
   want = std::max(1ll, std::min({want, (long long)kMaxSplits, by_items}));
   per = (items + want - 1) / want;
   splits = int((items + per - 1) / per);
+}
+
+// The fast thin weight gradient (kFast3x3, kFast5x5): blocks of 128 threads,
+// three an SM, or two where R·R·K sums a thread would spill at three (5×5 with
+// K ≥ 2; its __launch_bounds__). Its block target is the most whole slices of
+// gx blocks in two waves of those blocks on kPlanSMs SMs: 64 channel groups
+// (C = 256) get 12 slices (768 blocks) at three an SM, 8 (512) at two, where
+// kSplitTarget's 9 slices (576 blocks) left a last wave 45% or 18% full.
+constexpr int thin_fast_wgrad_blocks_per_sm(int R, int K) { return R * R * K >= 50 ? 2 : 3; }
+inline long long thin_fast_wgrad_target(long long gx, int R, int K) {
+  gx = std::max(gx, 1ll);
+  const long long two_waves = 2ll * thin_fast_wgrad_blocks_per_sm(R, K) * kPlanSMs;
+  return std::max(gx, two_waves / gx * gx);
 }
 
 // ---- the upsample fold (implicit::upconv_*, conv2d_kernels.h) ----------------------
