@@ -657,6 +657,20 @@ NhwcOperands nhwc_wgrad_operands(size_t slice_floats, const float* x, int N, int
   return {ws, xh, nhwc_dy(dy, N, K, dy_plane, dyh, what)};
 }
 
+// dw += the slices of a tap-major weight gradient (splitk_reduce_taps_kernel).
+void reduce_taps(const ConvArgs& a, const float* ws, int splits, float* dw) {
+  const long long count = (long long)a.K * a.CRS;
+  const long long tiles = (long long)((a.C + kTapTile - 1) / kTapTile) *
+                          ((a.RS + kTapTile - 1) / kTapTile);
+  if (tiles > INT_MAX) throw RuntimeError("implicit conv2d: too many split-K reduce tiles");
+  for (long long ko0 = 0; ko0 < a.K; ko0 += 65535) {
+    const unsigned ks = unsigned(std::min<long long>(65535, a.K - ko0));
+    splitk_reduce_taps_kernel<<<dim3(unsigned(tiles), ks), kTapTile * kTapRows>>>(
+        ws, splits, count, a.C, a.RS, ko0, dw);
+    HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (split-K reduce, taps)");
+  }
+}
+
 // dw += the weight gradient of an nhwc plan (conv_nhwc_wgrad_kernel): x and
 // dy converted to NHWC bf16 into the workspace after the split slices; one
 // slice adds into dw itself (as TapWOut does), more are summed in double by
@@ -678,11 +692,7 @@ void conv_nhwc_wgrad(const ConvArgs& a, const ConvPlan& p, const float* x, const
   nh::conv_nhwc_wgrad_kernel<<<grid, nh::kNT, nh::kSmemBytes>>>(a, o.x, o.dy, tps,
                                                                 splits > 1 ? ws : dw, splits == 1);
   HPMC_CUDA_LAUNCH_CHECK(what);
-  if (splits > 1) {
-    splitk_reduce_taps_kernel<<<grid_stride_blocks(count), 256>>>(ws, splits, count, a.C, a.RS,
-                                                                  dw);
-    HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (split-K reduce)");
-  }
+  if (splits > 1) reduce_taps(a, ws, splits, dw);
 }
 
 }  // namespace
@@ -909,8 +919,7 @@ void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const flo
       splitk_reduce_bias_kernel<<<grid_stride_blocks(count), 256>>>(ws, p.splits, a.K, a.CRS, dw,
                                                                     db);
     else if (p.tap)
-      splitk_reduce_taps_kernel<<<grid_stride_blocks(count), 256>>>(ws, p.splits, count, a.C,
-                                                                    a.RS, dw);
+      reduce_taps(a, ws, p.splits, dw);
     else splitk_reduce_kernel<<<grid_stride_blocks(count), 256>>>(ws, p.splits, count, dw);
     HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (split-K reduce)");
   }

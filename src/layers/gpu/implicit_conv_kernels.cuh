@@ -695,20 +695,42 @@ __global__ void __launch_bounds__(256)
 
 // dw[ko][c][rs] = dw[ko][c][rs] + Σ_{z ascending} ws[z][ko][rs·C + c], in double:
 // the slices of a tap-major weight gradient, summed as splitk_reduce_kernel
-// sums them. Thread i reads element i of each slice (coalesced) and writes its
-// one dw element (a stride-RS scatter).
-__global__ void __launch_bounds__(256)
+// sums them. A block transposes a tile of kTapTile channels × kTapTile taps of
+// one output channel through shared memory: its threads read the slices along
+// c (coalesced) and write dw along rs (coalesced), where one thread per
+// element wrote dw at a stride of RS floats (a 32-byte sector per element:
+// 29.5 µs for a 5×5 256 → 128 layer's slices at batch 64). Grid: x = the
+// tiles of one output channel (⌈C / kTapTile⌉ · ⌈RS / kTapTile⌉, c tiles
+// fastest), y = output channels ko0 .. ko0 + gridDim.y − 1 (at most 65535 a launch).
+constexpr int kTapTile = 32;
+constexpr int kTapRows = 8;  // threads: kTapTile × kTapRows
+
+__global__ void __launch_bounds__(kTapTile * kTapRows)
     splitk_reduce_taps_kernel(const float* __restrict__ ws, int splits, long long count, int C,
-                              int RS, float* __restrict__ dw) {
-  const long long CRS = (long long)C * RS;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
-       i += (long long)gridDim.x * blockDim.x) {
-    const long long ko = i / CRS;
-    const int n = int(i - ko * CRS), rs = n / C, c = n - rs * C;
-    double s = 0.0;
-    for (int z = 0; z < splits; ++z) s += (double)ws[(long long)z * count + i];
-    float* o = dw + (ko * CRS + (long long)c * RS + rs);
-    *o = (float)((double)*o + s);
+                              int RS, long long ko0, float* __restrict__ dw) {
+  __shared__ double t[kTapTile][kTapTile + 1];  // [rs][c]
+  const int c_tiles = (C + kTapTile - 1) / kTapTile;
+  const int c0 = int(blockIdx.x % c_tiles) * kTapTile, rs0 = int(blockIdx.x / c_tiles) * kTapTile;
+  const long long ko = ko0 + blockIdx.y;
+  const int tx = threadIdx.x % kTapTile, ty = threadIdx.x / kTapTile;
+  const float* src = ws + ko * RS * (long long)C;
+  for (int j = ty; j < kTapTile; j += kTapRows) {
+    const int rs = rs0 + j, c = c0 + tx;
+    double v = 0.0;
+    if (rs < RS && c < C) {
+      const long long i = (long long)rs * C + c;
+      for (int z = 0; z < splits; ++z) v += (double)src[(long long)z * count + i];
+    }
+    t[j][tx] = v;
+  }
+  __syncthreads();
+  float* dst = dw + ko * C * (long long)RS;
+  for (int j = ty; j < kTapTile; j += kTapRows) {
+    const int c = c0 + j, rs = rs0 + tx;
+    if (c < C && rs < RS) {
+      float* o = dst + (long long)c * RS + rs;
+      *o = (float)((double)*o + t[tx][j]);
+    }
   }
 }
 
