@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/bf16.h"
+#include "core/precision.h"
 #include "core/rng.h"
 #include "layers/conv_shape.h"
 #include "layers/cpu/conv2d_ops.h"
@@ -167,6 +169,157 @@ INSTANTIATE_TEST_SUITE_P(ThinShapes, Conv2dThinSweep, ::testing::ValuesIn(thin_c
                          [](const ::testing::TestParamInfo<ThinCase>& p) {
                            return str(p.index, "_", p.param.name());
                          });
+
+// ---- bf16 on AVX512_BF16 (conv2d_thin_bf16.cpp) -----------------------------------
+
+// The bf16 passes against a double reference on bf16-rounded operands: each
+// element within (n + 4)·u·Σ|terms| of it (u = 2^-24, n terms): FP32 sums of
+// exact products and nothing else. At SimdLevel::kAvx512 on a CPU with
+// AVX512_BF16 they run on vdpbf16ps (conv2d_thin_bf16_dot), at every other
+// supported level on FP32 FMAs over rounded copies; both meet the bound. y
+// and dx start as NaN (overwritten), dw and db at random values (added to).
+struct Bf16Ref {
+  std::vector<double> v, mag;
+  std::vector<int> n;
+  explicit Bf16Ref(size_t size) : v(size, 0.0), mag(size, 0.0), n(size, 0) {}
+  void add(size_t i, double term) { v[i] += term, mag[i] += std::fabs(term), ++n[i]; }
+};
+
+int bf16_violations(const std::vector<float>& got, const Bf16Ref& r, const char* what) {
+  constexpr double kU = 1.0 / 16777216;
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = (r.n[i] + 4) * kU * r.mag[i] + 1e-30;
+    if (!(std::fabs(got[i] - r.v[i]) <= tol) && ++bad <= 3)
+      ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", reference " << r.v[i] << " ("
+                    << r.n[i] << " terms), tolerance " << tol;
+  }
+  return bad;
+}
+
+void expect_bf16_thin_within_bound(const ThinCase& tc) {
+  SCOPED_TRACE(tc.name());
+  const Conv2dShape sh = tc.shape();
+  ASSERT_GT(sh.P, 0);
+  ASSERT_GT(sh.Q, 0);
+  Rng rng(uint64_t(sh.N * 7919 + sh.C * 131 + sh.H * 17 + sh.W * 5 + sh.K * 3 + sh.R + sh.pad));
+  const size_t nx = sh.N * sh.in_sample(), ny = sh.N * sh.out_sample();
+  auto x = random_values<float>(nx, rng);
+  auto w = random_values<float>(sh.weight_count(), rng);
+  auto b = random_values<float>(size_t(sh.K), rng);
+  auto dy = random_values<float>(ny, rng);
+  const auto dw0 = random_values<float>(w.size(), rng);
+  const auto db0 = random_values<float>(b.size(), rng);
+  const float* bias = tc.bias ? b.data() : nullptr;
+
+  Bf16Ref y_ref(ny), dx_ref(nx), dw_ref(w.size()), db_ref(b.size());
+  for (size_t i = 0; i < w.size(); ++i) dw_ref.add(i, dw0[i]);
+  for (size_t i = 0; i < b.size(); ++i) db_ref.add(i, db0[i]);
+  for (int n = 0; n < sh.N; ++n)
+    for (int k = 0; k < sh.K; ++k)
+      for (int p = 0; p < sh.P; ++p)
+        for (int q = 0; q < sh.Q; ++q) {
+          const size_t yi = ((size_t(n) * sh.K + k) * sh.P + p) * sh.Q + q;
+          if (bias) y_ref.add(yi, b[k]);
+          if (tc.bias) db_ref.add(size_t(k), dy[yi]);
+          const double d = round_bf16(dy[yi]);
+          for (int c = 0; c < sh.C; ++c)
+            for (int r = 0; r < sh.R; ++r)
+              for (int s = 0; s < sh.S; ++s) {
+                const int h = p * sh.stride - sh.pad + r, v = q * sh.stride - sh.pad + s;
+                if (h < 0 || h >= sh.H || v < 0 || v >= sh.W) continue;
+                const size_t xi = ((size_t(n) * sh.C + c) * sh.H + h) * sh.W + v;
+                const size_t wi = ((size_t(k) * sh.C + c) * sh.R + r) * sh.S + s;
+                const double xv = round_bf16(x[xi]), wv = round_bf16(w[wi]);
+                y_ref.add(yi, xv * wv);
+                dx_ref.add(xi, wv * d);
+                dw_ref.add(wi, xv * d);
+              }
+        }
+
+  for (SimdLevel level : supported_levels()) {
+    SCOPED_TRACE(str(cpu::simd_level_name(level),
+                     cpu::conv2d_thin_bf16_dot(sh, level) ? " (vdpbf16ps)" : " (FP32 FMAs)"));
+    cpu::Conv2dThinWorkspace<float> ws;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> y(ny, nan), dx(nx, nan), dw = dw0, db = db0;
+    cpu::conv2d_thin_forward(sh, x.data(), w.data(), bias, y.data(), ws, level, Precision::kBf16);
+    cpu::conv2d_thin_backward_data(sh, dy.data(), w.data(), dx.data(), ws, level,
+                                   Precision::kBf16);
+    cpu::conv2d_thin_backward_params(sh, x.data(), dy.data(), dw.data(),
+                                     tc.bias ? db.data() : nullptr, ws, level, Precision::kBf16);
+    EXPECT_EQ(bf16_violations(y, y_ref, "y"), 0);
+    EXPECT_EQ(bf16_violations(dx, dx_ref, "dx"), 0);
+    EXPECT_EQ(bf16_violations(dw, dw_ref, "dw"), 0);
+    if (tc.bias) EXPECT_EQ(bf16_violations(db, db_ref, "db"), 0);
+    else EXPECT_EQ(db, db0);
+  }
+}
+
+// Stride 1 (the vdpbf16ps kernels' shapes): odd channel counts (a pair
+// half empty), K = 1..4 (one tile), 5, 7 and 16 (several, ghost channels),
+// rows of 1 to 70 pixels (a ragged vector, one or two vectors a tile, 32-pixel
+// weight-gradient vectors with a ragged end), one-row images, padding 0..2
+// wider than the image, 3x3 and 5x5 kernels, batches 1 to 5, the CIFAR
+// autoencoder's last layer (256 → 3 at 32x32: several channel chunks).
+std::vector<ThinCase> bf16_cases() {
+  return {{2, 256, 32, 32, 3, 3, 1, 1, true}, {1, 17, 10, 12, 3, 3, 1, 1, true},
+          {3, 5, 9, 45, 4, 5, 1, 2, true},    {1, 1, 1, 1, 1, 3, 1, 1, true},
+          {2, 3, 7, 33, 16, 3, 1, 1, true},   {1, 4, 6, 70, 2, 3, 1, 0, false},
+          {5, 2, 3, 17, 5, 3, 1, 1, true},    {1, 7, 1, 31, 7, 3, 1, 1, true},
+          {2, 33, 13, 64, 1, 5, 1, 2, false}, {1, 3, 2, 3, 2, 5, 1, 2, true},
+          {3, 64, 16, 16, 3, 3, 1, 1, true},  {1, 9, 5, 100, 3, 3, 1, 1, true}};
+}
+
+class Conv2dThinBf16 : public ::testing::TestWithParam<ThinCase> {};
+
+TEST_P(Conv2dThinBf16, WithinTheRoundedOperandBound) { expect_bf16_thin_within_bound(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Bf16Shapes, Conv2dThinBf16, ::testing::ValuesIn(bf16_cases()),
+                         [](const ::testing::TestParamInfo<ThinCase>& p) {
+                           return str(p.index, "_", p.param.name());
+                         });
+
+// Where the vdpbf16ps kernels run: stride 1 at kAvx512 on a CPU with
+// AVX512_BF16, never at another level or stride; and there, repeated calls
+// give the same bits (fresh or reused workspace), dw and db are added to.
+TEST(Conv2dThinBf16Dot, RunsWhereItAppliesAndRepeatsBitForBit) {
+  const Conv2dShape sh = make_conv2d_shape(9, 256, 17, 19, 3, 3, 3, 1, 1);
+  EXPECT_FALSE(cpu::conv2d_thin_bf16_dot(sh, SimdLevel::kAvx2));
+  EXPECT_FALSE(cpu::conv2d_thin_bf16_dot(sh, SimdLevel::kPortable));
+  EXPECT_FALSE(cpu::conv2d_thin_bf16_dot(make_conv2d_shape(2, 5, 9, 9, 3, 3, 3, 2, 1),
+                                         SimdLevel::kAvx512));
+  if (!cpu::conv2d_thin_bf16_dot(sh, SimdLevel::kAvx512))
+    GTEST_SKIP() << "this CPU lacks AVX512_BF16 (or HPMC_BF16_GEMM=fallback): the bf16 thin "
+                    "passes run on FP32 FMAs (checked by Conv2dThinBf16.*)";
+  Rng rng(5);
+  auto x = random_values<float>(sh.N * sh.in_sample(), rng);
+  auto w = random_values<float>(sh.weight_count(), rng);
+  auto b = random_values<float>(size_t(sh.K), rng);
+  auto dy = random_values<float>(sh.N * sh.out_sample(), rng);
+  auto run = [&](cpu::Conv2dThinWorkspace<float>& ws) {
+    std::vector<float> y(dy.size()), dx(x.size()), dw(w.size(), 0.f), db(b.size(), 0.f);
+    const auto level = SimdLevel::kAvx512;
+    const auto bf = Precision::kBf16;
+    cpu::conv2d_thin_forward(sh, x.data(), w.data(), b.data(), y.data(), ws, level, bf);
+    cpu::conv2d_thin_backward_data(sh, dy.data(), w.data(), dx.data(), ws, level, bf);
+    cpu::conv2d_thin_backward_params(sh, x.data(), dy.data(), dw.data(), db.data(), ws, level,
+                                     bf);
+    const std::vector<float> dw1 = dw, db1 = db;
+    cpu::conv2d_thin_backward_params(sh, x.data(), dy.data(), dw.data(), db.data(), ws, level,
+                                     bf);
+    for (size_t i = 0; i < dw.size(); ++i) EXPECT_EQ(dw[i], 2 * dw1[i]) << "dw[" << i << "]";
+    for (size_t i = 0; i < db.size(); ++i) EXPECT_EQ(db[i], 2 * db1[i]) << "db[" << i << "]";
+    y.insert(y.end(), dx.begin(), dx.end());
+    y.insert(y.end(), dw.begin(), dw.end());
+    y.insert(y.end(), db.begin(), db.end());
+    return y;
+  };
+  cpu::Conv2dThinWorkspace<float> ws, fresh;
+  const std::vector<float> first = run(ws), again = run(ws), other = run(fresh);
+  EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(first.data(), other.data(), first.size() * sizeof(float)), 0);
+}
 
 // ---- the switch in conv2d_ops.h -----------------------------------------------------
 

@@ -4,6 +4,7 @@
 // below once per instruction set, each copy in its own namespace so that no
 // AVX-512 code can be merged into a function the portable path calls.
 #include "layers/cpu/conv2d_thin.h"
+#include "layers/cpu/conv2d_thin_bf16.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -423,6 +424,9 @@ void conv2d_thin_forward(const Conv2dShape& sh, const T* x, const T* w, const T*
                          Conv2dThinWorkspace<T>& ws, SimdLevel level, Precision prec) {
   using namespace thin_detail;
   const ThinKernels<T>& kn = kernels_for<T>(level);
+  if constexpr (std::is_same_v<T, float>)
+    if (prec == Precision::kBf16 && conv2d_thin_bf16_dot(sh, level))
+      return thin_bf16::forward(sh, x, w, b, y, ws);
   const int ob = channel_block(sh.K);
   const int qb = tile_vectors(sh.Q, kn.lanes);
   const PaddedInput g = padded_input(sh, kn.tile_rows(ob, qb), qb, kn.lanes, sizeof(T));
@@ -478,6 +482,9 @@ void conv2d_thin_backward_data(const Conv2dShape& sh, const T* dy, const T* w, T
                                Conv2dThinWorkspace<T>& ws, SimdLevel level, Precision prec) {
   using namespace thin_detail;
   const ThinKernels<T>& kn = kernels_for<T>(level);
+  if constexpr (std::is_same_v<T, float>)
+    if (prec == Precision::kBf16 && conv2d_thin_bf16_dot(sh, level))
+      return thin_bf16::backward_data(sh, dy, w, dx, ws);
   const int st = sh.stride, pad = sh.pad, L = kn.lanes;
   const int ob = std::min(sh.C, 4);  // input channels per tile
   const int qb = tile_vectors(ceil_div(sh.W, st), L);
@@ -579,6 +586,9 @@ void conv2d_thin_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
                                  Conv2dThinWorkspace<T>& ws, SimdLevel level, Precision prec) {
   using namespace thin_detail;
   const ThinKernels<T>& kn = kernels_for<T>(level);
+  if constexpr (std::is_same_v<T, float>)
+    if (prec == Precision::kBf16 && conv2d_thin_bf16_dot(sh, level))
+      return thin_bf16::backward_params(sh, x, dy, dw, db, ws);
   const int L = kn.lanes;
   const int qb = tile_vectors(sh.Q, L), vectors = round_up(ceil_div(sh.Q, L), qb);
   const int kb = channel_block(sh.K), kblocks = ceil_div(sh.K, kb);

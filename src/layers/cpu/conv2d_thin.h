@@ -37,6 +37,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "core/precision.h"
@@ -89,13 +90,30 @@ struct Conv2dThinWorkspace {
   std::vector<char> used;                  // which threads hold a partial
   std::vector<T> wpack, bpack;             // weights (and bias) in tile order
   std::vector<ptrdiff_t> offsets;          // input offset of each tap
+  // The AVX512_BF16 kernels' (conv2d_thin_bf16_dot): per thread, copies as
+  // bf16 pairs (forward, input gradient) or plain bf16 (weight gradient:
+  // the input, and dy in halves_aux); the weights as pairs in tile order.
+  std::vector<std::vector<uint32_t>> pairs;
+  std::vector<std::vector<uint16_t>> halves, halves_aux;
+  std::vector<uint32_t> wpairs;
 };
 
 // Each pass runs in `prec` (core/precision.h): fp32, or bf16 for float, where
 // the operands of its products (x, w, dy) are rounded to bf16 in the copies
 // and packed weights the kernels read anyway, and summed in FP32 (the weight
 // gradient's partials in double, as in fp32); the bias gradient sums dy as it
-// is. The double kernels run fp32 only.
+// is. The double kernels run fp32 only. In bf16, where
+// conv2d_thin_bf16_dot(sh, level) holds, the passes multiply on vdpbf16ps
+// (conv2d_thin_bf16.cpp: two products a lane and instruction, paired along
+// the input channels, the output channels and the pixels respectively)
+// instead of FP32 FMAs on rounded copies: the same products, summed in
+// another order.
+
+// Whether the bf16 passes of `sh` at `level` take the AVX512_BF16 kernels:
+// stride 1, level kAvx512, a CPU with AVX512_BF16 and a bf16 GEMM path other
+// than the fallback (HPMC_BF16_GEMM=fallback keeps every bf16 product on
+// FP32 FMAs).
+bool conv2d_thin_bf16_dot(const Conv2dShape& sh, SimdLevel level);
 
 // y = conv(x, w) + b; b may be null. Overwrites y.
 template <typename T>
