@@ -161,7 +161,9 @@ int main(int argc, char** argv) {
       // The default's route: the few-input-channel weight gradient has a kernel of
       // its own (implicit_thin_input_kernels.cuh), every other pass the plan below.
       char route[64];
-      if (pass == ConvPass::kWeightGrad && thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad))
+      const bool bf16 = current_precision() == Precision::kBf16;
+      if (pass == ConvPass::kWeightGrad &&
+          thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad, bf16))
         std::snprintf(route, sizeof route, "thin-input");
       else
         std::snprintf(route, sizeof route, "%s/%d/%s", tile_name(dp.tile), dp.splits,

@@ -94,12 +94,15 @@ std::vector<float> operands(const std::vector<float>& v, bool rounded = true) {
 // Whether a pass of conv2d_* runs on tensor cores in tf32 and bf16 (and so
 // rounds its operands): the GEMM engine does, the thin kernels keep FP32 —
 // K ≤ 4 in every pass, 1–4 input channels in the weight gradient and, in
-// tf32, the forward (in bf16 that forward runs on thin_input_fwd_tc_kernel).
+// tf32, the forward (in bf16 both run on tensor-core kernels of their own,
+// which take 5×5 too).
 enum class Pass { kForward, kBackwardData, kWeightGrad };
 bool on_tensor_cores(const Conv2dShape& s, Pass pass) {
   using namespace gpu::implicit_detail;
   if (choose_thin(s.K, s.R, s.S, s.stride, s.pad, s.W, true) != ThinPath::kNone) return false;
-  if (pass == Pass::kBackwardData || !thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad))
+  const bool bf16 = g_products == Precision::kBf16;
+  if (pass == Pass::kBackwardData ||
+      !thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad, bf16))
     return true;
   return g_products == Precision::kBf16;  // the few-input-channel kernels: bf16's on tensor cores
 }
@@ -1347,7 +1350,9 @@ TEST(GpuImplicitThin, ManySlices) {
 // 65: three units), K short of (17), equal to (256) and past (300: a second,
 // nearly empty block of 256 output channels) one block; batches up to 8 (64
 // slices of 4 units). Every C from 1 to 4 (C = 4: 512 threads a block in
-// fp32). fp32 and bf16.
+// fp32). fp32 and bf16; in bf16 the same shapes with a 5×5, pad-2 window
+// (the tensor-core kernels' R = 5: 100 columns at C = 4), which fp32 runs on
+// the GEMM.
 TEST(GpuImplicitThinInput, WeightGradShapes) {
   HPMC_REQUIRE_GPU();
   for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
@@ -1368,9 +1373,27 @@ TEST(GpuImplicitThinInput, WeightGradShapes) {
         6050 + s0);
     check_conv({2, 3, 11, 37, 24, 3, 3, 1, 1}, 6060 + s0, /*bias=*/false);
     check_conv({2, 4, 6, 32, 9, 3, 3, 1, 1}, 6061 + s0, /*bias=*/true, /*misalign=*/1);
+    check_convs(
+        {
+            {1, 1, 1, 1, 5, 5, 5, 1, 2},
+            {2, 3, 7, 5, 17, 5, 5, 1, 2},
+            {3, 2, 9, 33, 64, 5, 5, 1, 2},
+            {1, 4, 5, 40, 300, 5, 5, 1, 2},
+            {1, 3, 3, 65, 8, 5, 5, 1, 2},
+            {2, 3, 32, 32, 256, 5, 5, 1, 2},  // the sweep's 5×5 autoencoder's conv1
+            {8, 1, 28, 28, 40, 5, 5, 1, 2},
+        },
+        6080 + s0);
+    EXPECT_EQ(gpu::implicit_detail::thin_input_applies(3, 256, 5, 5, 1, 2,
+                                                       prec == Precision::kBf16),
+              prec == Precision::kBf16);
+    check_conv({2, 3, 11, 37, 24, 5, 5, 1, 2}, 6090 + s0, /*bias=*/false);
+    check_conv({2, 4, 6, 32, 9, 5, 5, 1, 2}, 6091 + s0, /*bias=*/true, /*misalign=*/1);
     uint64_t seed = 6070 + s0;
     for (const ConvCase& cc : std::vector<ConvCase>{{8, 3, 32, 32, 256, 3, 3, 1, 1},
-                                                    {3, 2, 9, 33, 300, 3, 3, 1, 1}})
+                                                    {3, 2, 9, 33, 300, 3, 3, 1, 1},
+                                                    {8, 3, 32, 32, 256, 5, 5, 1, 2},
+                                                    {3, 4, 9, 33, 300, 5, 5, 1, 2}})
       expect_deterministic(cc, seed++, "few-input-channel conv2d (determinism)");
   }
 }
@@ -1411,7 +1434,8 @@ class DevBytes {
 // conv2d_backward_params on it; refused where the codes' rows are not whole
 // 4-byte words). Batch 1, C 1-4, K short of a block of 64 channels and past one, odd
 // H and W (a last row or column no window covers: zero gradient), 2×2 (one
-// window), misaligned outputs (scalar stores); fp32 and bf16.
+// window), misaligned outputs (scalar stores); fp32 and bf16, and in bf16
+// 5×5 windows (pad 2; in fp32 those are not conv_pool_applies').
 TEST(GpuImplicitThinInput, ForwardWithPool) {
   HPMC_REQUIRE_GPU();
   const ConvCase cases[] = {{2, 3, 32, 32, 256, 3, 3, 1, 1},  // the CIFAR autoencoder's conv1
@@ -1419,17 +1443,24 @@ TEST(GpuImplicitThinInput, ForwardWithPool) {
                             {1, 4, 5, 13, 17, 3, 3, 1, 1},  {2, 3, 2, 2, 65, 3, 3, 1, 1},
                             {4, 1, 28, 28, 16, 3, 3, 1, 1},  // the Fashion autoencoder's conv1
                             {1, 2, 9, 17, 33, 3, 3, 1, 1},   // odd, whole code words
-                            {2, 3, 5, 40, 70, 3, 3, 1, 1}};  // a second unit of 8 pixels
+                            {2, 3, 5, 40, 70, 3, 3, 1, 1},   // a second unit of 8 pixels
+                            {2, 3, 32, 32, 256, 5, 5, 1, 2},  // the 5×5 autoencoder's conv1
+                            {1, 1, 7, 9, 5, 5, 5, 1, 2},    {3, 4, 10, 6, 70, 5, 5, 1, 2},
+                            {2, 2, 2, 2, 65, 5, 5, 1, 2},   {1, 3, 9, 17, 33, 5, 5, 1, 2}};
   uint64_t seed = 6080;
   for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
     const TensorCores tc(prec);
     for (const ConvCase& cc : cases) {
+      if (cc.R == 5 && prec != Precision::kBf16) {
+        EXPECT_FALSE(imp::conv_pool_applies(cc.shape(), prec));
+        continue;
+      }
       for (bool relu : {true, false}) {
         for (size_t misalign : {size_t(0), size_t(1)}) {
           const Conv2dShape s = cc.shape();
           SCOPED_TRACE(describe(s) + (relu ? " relu" : "") + (misalign ? " misaligned" : "") +
                        " " + precision_name(prec) + " seed " + std::to_string(seed));
-          ASSERT_TRUE(imp::conv_pool_applies(s));
+          ASSERT_TRUE(imp::conv_pool_applies(s, prec));
           Rng rng(seed++);
           const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
           const std::vector<float> w = random_floats(s.weight_count(), rng);
@@ -1520,7 +1551,7 @@ TEST(GpuImplicitThinInput, ForwardWithPool) {
 
             // the weight gradient from the codes, without the formed dx: the
             // same bits as conv2d_backward_params on it
-            if (imp::conv_pool_wgrad_applies(s)) {
+            if (imp::conv_pool_wgrad_applies(s, prec)) {
               const std::vector<float> dw0 = random_floats(s.weight_count(), rng);
               const std::vector<float> db0 = random_floats(size_t(s.K), rng);
               DevArray dwa(dw0.size()), dba(db0.size()), dwb(dw0.size()), dbb(db0.size());
@@ -1877,21 +1908,30 @@ TEST(ImplicitPlan, ThinChoices) {
 }
 
 // The few-input-channel rule: C from 1 to kThinInputMaxC, K past the thin rule,
-// 3×3 stride 1 pad 1 only.
+// 3×3 stride 1 pad 1 in every precision, 5×5 stride 1 pad 2 in bf16 only.
 TEST(ImplicitPlan, ThinInputChoices) {
   using namespace gpu::implicit_detail;
-  EXPECT_TRUE(thin_input_applies(3, 256, 3, 3, 1, 1));  // CIFAR conv1
-  EXPECT_TRUE(thin_input_applies(1, 16, 3, 3, 1, 1));   // Fashion conv1
-  for (int c = 1; c <= kThinInputMaxC; ++c) {
-    EXPECT_TRUE(thin_input_applies(c, kThinMaxK + 1, 3, 3, 1, 1)) << c;
-    EXPECT_FALSE(thin_input_applies(c, kThinMaxK, 3, 3, 1, 1)) << c;  // a thin convolution
-    EXPECT_FALSE(thin_input_applies(c, 64, 3, 3, 2, 1)) << c;
-    EXPECT_FALSE(thin_input_applies(c, 64, 3, 3, 1, 0)) << c;
-    EXPECT_FALSE(thin_input_applies(c, 64, 5, 5, 1, 2)) << c;
-    EXPECT_FALSE(thin_input_applies(c, 64, 1, 1, 1, 0)) << c;
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16" : "fp32 or tf32");
+    EXPECT_TRUE(thin_input_applies(3, 256, 3, 3, 1, 1, bf16));  // CIFAR conv1
+    EXPECT_TRUE(thin_input_applies(1, 16, 3, 3, 1, 1, bf16));   // Fashion conv1
+    for (int c = 1; c <= kThinInputMaxC; ++c) {
+      EXPECT_TRUE(thin_input_applies(c, kThinMaxK + 1, 3, 3, 1, 1, bf16)) << c;
+      EXPECT_FALSE(thin_input_applies(c, kThinMaxK, 3, 3, 1, 1, bf16)) << c;  // thin
+      EXPECT_FALSE(thin_input_applies(c, 64, 3, 3, 2, 1, bf16)) << c;
+      EXPECT_FALSE(thin_input_applies(c, 64, 3, 3, 1, 0, bf16)) << c;
+      EXPECT_EQ(thin_input_applies(c, 64, 5, 5, 1, 2, bf16), bf16) << c;
+      EXPECT_FALSE(thin_input_applies(c, kThinMaxK, 5, 5, 1, 2, bf16)) << c;
+      EXPECT_FALSE(thin_input_applies(c, 64, 5, 5, 1, 1, bf16)) << c;
+      EXPECT_FALSE(thin_input_applies(c, 64, 5, 5, 2, 2, bf16)) << c;
+      EXPECT_FALSE(thin_input_applies(c, 64, 5, 3, 1, 2, bf16)) << c;
+      EXPECT_FALSE(thin_input_applies(c, 64, 7, 7, 1, 3, bf16)) << c;
+      EXPECT_FALSE(thin_input_applies(c, 64, 1, 1, 1, 0, bf16)) << c;
+    }
+    EXPECT_FALSE(thin_input_applies(0, 64, 3, 3, 1, 1, bf16));
+    EXPECT_FALSE(thin_input_applies(kThinInputMaxC + 1, 64, 3, 3, 1, 1, bf16));
+    EXPECT_FALSE(thin_input_applies(kThinInputMaxC + 1, 64, 5, 5, 1, 2, bf16));
   }
-  EXPECT_FALSE(thin_input_applies(0, 64, 3, 3, 1, 1));
-  EXPECT_FALSE(thin_input_applies(kThinInputMaxC + 1, 64, 3, 3, 1, 1));
 }
 
 // Every unit of work lies in exactly one non-empty slice; slices hold at least

@@ -102,11 +102,12 @@
 // ---- thin convolutions ----------------------------------------------------------------
 // K ≤ 4 output channels (choose_thin, implicit_plan.h) skip the GEMM engine for the
 // kernels of conv2d_thin.cu, in all three passes; they share the workspace below.
-// The weight gradient of a 3×3 pad-1 convolution with 1–4 input channels and
-// K > 4 (thin_input_applies, implicit_plan.h: an image model's first layer) runs
-// on thin_input_wgrad_kernel (implicit_thin_input_kernels.cuh; in bf16
-// thin_input_wgrad_tc_kernel): each pixel's dy read once for 256 output
-// channels, the slices summed by thin_input_reduce_kernel.
+// The forward and weight gradient of a 3×3 pad-1 (in bf16 also 5×5 pad-2)
+// convolution with 1–4 input channels and K > 4 (thin_input_applies,
+// implicit_plan.h: an image model's first layer) run on kernels of their own
+// (implicit_thin_input_kernels.cuh; in bf16 on tensor cores): the weight
+// gradient reads each pixel's dy once for 256 output channels, its slices
+// summed by thin_input_reduce_kernel.
 // The fold of a thin convolution (K ≤ 4) has kernels of its own too
 // (upconv_thin_*, implicit_upconv_kernels.cuh; described there).
 //
@@ -169,7 +170,7 @@
 // implicit_upconv_nhwc_kernels.cuh the upsample fold on those kernels (bf16)
 // implicit_conv_kernels.cuh the conv loaders and epilogue, and every __global__ kernel
 // implicit_upconv_kernels.cuh the upsample fold's loaders, epilogue and kernels
-// implicit_thin_input_kernels.cuh the few-input-channel weight gradient
+// implicit_thin_input_kernels.cuh the few-input-channel forward and weight gradient
 // implicit_plan.h           tile choice, split-K plans, GEMM_K order (pure host code,
 //                           unit-tested)
 // implicit_conv.h           the GEMM path with an explicit plan (tests, benchmark)
@@ -930,6 +931,12 @@ void conv_weight_grad_planned(const Conv2dShape& s, const ConvPlan& p, const flo
 // of 256 output channels per SM, at least 4 units (of 32 pixels) a slice.
 namespace {
 
+// Whether the few-input-channel kernels take s's forward and weight gradient
+// in precision p (5×5 in bf16 only: implicit_plan.h).
+bool thin_input_takes(const Conv2dShape& s, Precision p) {
+  return thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad, p == Precision::kBf16);
+}
+
 // pooled: dy is not formed; a.gp, a.code, a.qh, a.qw, a.relu say where it comes from.
 void thin_input_weight_grad(const Conv2dShape& s, const float* x, const float* dy, float* dw,
                             float* db, const TiArgs* pooled = nullptr) {
@@ -937,7 +944,7 @@ void thin_input_weight_grad(const Conv2dShape& s, const float* x, const float* d
   a.N = s.N, a.C = s.C, a.H = s.H, a.W = s.W, a.K = s.K;
   a.HW = s.H * s.W;
   a.CHW = s.C * a.HW;
-  a.ld = 9 * s.C + (db ? 1 : 0);
+  a.ld = s.R * s.S * s.C + (db ? 1 : 0);
   const int cb = (s.W + kTiCols - 1) / kTiCols;
   a.units = int((long long)s.N * s.H * cb);  // ≤ N·H·W, which check_shape bounds
   a.fCb = FastDiv(cb);
@@ -948,6 +955,7 @@ void thin_input_weight_grad(const Conv2dShape& s, const float* x, const float* d
   // FMAs). The slices depend on the shape and the precision only.
   const bool tc = current_precision() == Precision::kBf16;
   if (tc) check_tensor_cores();
+  HPMC_CHECK(s.R == 3 || tc, "implicit conv2d: the FP32 few-input-channel kernels are 3x3 only");
   const long long gx = (s.K + kTiKB - 1) / kTiKB;
   long long want = std::max(1ll, (long long)kPlanSMs * (tc ? 2 : 1) / gx);
   want = std::min(want, std::max(1ll, (long long)a.units / 4));
@@ -955,13 +963,19 @@ void thin_input_weight_grad(const Conv2dShape& s, const float* x, const float* d
   float* ws = scratch().get(size_t(slices) * size_t(s.K) * size_t(a.ld));
   constexpr size_t smem = thin_input_smem_bytes();
   const dim3 grid{unsigned(gx), unsigned(slices)};
+  const auto launch_tc = [&](auto pooled_tag, auto r_tag) {
+    constexpr bool P = decltype(pooled_tag)::value;
+    constexpr int R = decltype(r_tag)::value;
+    constexpr size_t tc_smem = sizeof(TiTcSmem<P, R>);
+    allow_smem<thin_input_wgrad_tc_kernel<P, R>>(tc_smem);
+    thin_input_wgrad_tc_kernel<P, R><<<grid, 32 * kTiTcWarps, tc_smem>>>(a, x, dy, per,
+                                                                        db != nullptr, ws);
+  };
   const auto launch = [&](auto pooled_tag) {
     constexpr bool P = decltype(pooled_tag)::value;
     if (tc) {
-      constexpr size_t tc_smem = sizeof(TiTcSmem<P>);
-      allow_smem<thin_input_wgrad_tc_kernel<P>>(tc_smem);
-      thin_input_wgrad_tc_kernel<P><<<grid, 32 * kTiTcWarps, tc_smem>>>(a, x, dy, per,
-                                                                        db != nullptr, ws);
+      if (s.R == 5) launch_tc(pooled_tag, std::integral_constant<int, 5>{});
+      else launch_tc(pooled_tag, std::integral_constant<int, 3>{});
     } else {
       allow_smem<thin_input_wgrad_kernel<P>>(smem);
       thin_input_wgrad_kernel<P><<<grid, 2 * kTiKG * s.C, smem>>>(a, x, dy, per, db != nullptr,
@@ -974,7 +988,7 @@ void thin_input_weight_grad(const Conv2dShape& s, const float* x, const float* d
   const long long count = (long long)s.K * a.ld;
   check_grid("implicit conv2d backward_params (few input channels, slice sum)", (count + 31) / 32);
   thin_input_reduce_kernel<<<unsigned((count + 31) / 32), 32 * kTiReduceWarps>>>(
-      ws, slices, s.K, 9 * s.C, a.ld, dw, db);
+      ws, slices, s.K, s.R * s.S * s.C, a.ld, dw, db);
   HPMC_CUDA_LAUNCH_CHECK("implicit conv2d backward_params (few input channels, slice sum)");
 }
 
@@ -1003,16 +1017,27 @@ void launch_thin_input_fwd(const Conv2dShape& s, const TfArgs& a, const float* x
                          ((a.qw + kTcQC - 1) / kTcQC);
     check_grid("implicit conv2d forward (few input channels, bf16)", gx);
     const dim3 grid(unsigned(gx), unsigned((s.K + kTcKB - 1) / kTcKB));
-    const unsigned nt = 32 * kTcWarps;
-    switch (s.C) {
-      case 1: thin_input_fwd_tc_kernel<1, OUT><<<grid, nt>>>(a, x, w, b, act, y, code); break;
-      case 2: thin_input_fwd_tc_kernel<2, OUT><<<grid, nt>>>(a, x, w, b, act, y, code); break;
-      case 3: thin_input_fwd_tc_kernel<3, OUT><<<grid, nt>>>(a, x, w, b, act, y, code); break;
-      default: thin_input_fwd_tc_kernel<4, OUT><<<grid, nt>>>(a, x, w, b, act, y, code); break;
-    }
+    const auto launch = [&](auto r_tag, auto c_tag) {
+      constexpr int R = decltype(r_tag)::value, C = decltype(c_tag)::value;
+      constexpr size_t smem = sizeof(TcSmem<R, C>);
+      allow_smem<thin_input_fwd_tc_kernel<R, C, OUT>>(smem);
+      thin_input_fwd_tc_kernel<R, C, OUT><<<grid, 32 * kTcWarps, smem>>>(a, x, w, b, act, y,
+                                                                         code);
+    };
+    const auto with_c = [&](auto r_tag) {
+      switch (s.C) {
+        case 1: launch(r_tag, std::integral_constant<int, 1>{}); break;
+        case 2: launch(r_tag, std::integral_constant<int, 2>{}); break;
+        case 3: launch(r_tag, std::integral_constant<int, 3>{}); break;
+        default: launch(r_tag, std::integral_constant<int, 4>{}); break;
+      }
+    };
+    if (s.R == 5) with_c(std::integral_constant<int, 5>{});
+    else with_c(std::integral_constant<int, 3>{});
     HPMC_CUDA_LAUNCH_CHECK("implicit conv2d forward (few input channels, bf16)");
     return;
   }
+  HPMC_CHECK(s.R == 3, "implicit conv2d: the FP32 few-input-channel forward is 3x3 only");
   const long long gx = (a.quads + kTfQuads - 1) / kTfQuads;
   check_grid("implicit conv2d forward (few input channels)", gx);
   const dim3 grid(unsigned(gx), unsigned((s.K + kTfKB - 1) / kTfKB));
@@ -1514,7 +1539,7 @@ void forward(const Conv2dShape& s, const float* x, const float* w, const float* 
                                                 : "implicit conv2d forward (activation)");
     return;
   }
-  if (thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad)) {
+  if (thin_input_takes(s, current_precision())) {
     thin_input_forward(s, x, w, b, y, act);
     return;
   }
@@ -1557,7 +1582,7 @@ void conv2d_backward_params(const Conv2dShape& s, const float* x, const float* d
     thin_backward_params(s, thin, x, dy, dw, db, ws);
     return;
   }
-  if (thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad)) {
+  if (thin_input_takes(s, current_precision())) {
     thin_input_weight_grad(s, x, dy, dw, db);
     return;
   }
@@ -1574,18 +1599,18 @@ void conv2d_backward_params(const Conv2dShape& s, const float* x, const float* d
 
 // Not a function of the batch: the codes' backward runs in chunks of images
 // whose windows fit its 32-bit index (one image's: K·P·Q < 2^30, check_shape).
-bool conv_pool_applies(const Conv2dShape& s) {
-  return thin_input_applies(s.C, s.K, s.R, s.S, s.stride, s.pad) && s.H >= 2 && s.W >= 2;
+bool conv_pool_applies(const Conv2dShape& s, Precision p) {
+  return thin_input_takes(s, p) && s.H >= 2 && s.W >= 2;
 }
 
-bool conv_pool_wgrad_applies(const Conv2dShape& s) {
-  return conv_pool_applies(s) && (s.W / 2) % 4 == 0;
+bool conv_pool_wgrad_applies(const Conv2dShape& s, Precision p) {
+  return conv_pool_applies(s, p) && (s.W / 2) % 4 == 0;
 }
 
 void conv2d_forward_pool(const Conv2dShape& s, const float* x, const float* w, const float* b,
                          bool relu, float* y_pool, unsigned char* code) {
   check_shape(s);
-  if (!conv_pool_applies(s))
+  if (!conv_pool_applies(s, current_precision()))
     throw RuntimeError(str("implicit conv2d forward with pool: not for ", s.C, " -> ", s.K,
                            " channels, ", s.R, "x", s.S, " stride ", s.stride, " pad ", s.pad,
                            " on ", s.H, "x", s.W, " (conv_pool_applies)"));
@@ -1598,7 +1623,7 @@ void conv2d_forward_pool(const Conv2dShape& s, const float* x, const float* w, c
 
 void maxpool2x2_backward_codes(const Conv2dShape& s, const unsigned char* code,
                                const float* dy_pool, bool relu, float* dx) {
-  if (!conv_pool_applies(s))
+  if (!conv_pool_applies(s, current_precision()))
     throw RuntimeError("maxpool2x2_backward_codes: the shape is not conv_pool_applies'");
   check_shape(s);
   const int ch = (s.H + 1) / 2, cw = (s.W + 1) / 2;
@@ -1619,7 +1644,7 @@ void maxpool2x2_backward_codes(const Conv2dShape& s, const unsigned char* code,
 void conv2d_backward_params_pool(const Conv2dShape& s, const float* x, const unsigned char* code,
                                  const float* dy_pool, bool relu, float* dw, float* db) {
   check_shape(s);
-  if (!conv_pool_wgrad_applies(s))
+  if (!conv_pool_wgrad_applies(s, current_precision()))
     throw RuntimeError("conv2d_backward_params_pool: the shape is not conv_pool_wgrad_applies'");
   if ((long long)s.N * s.H * s.W == 0 || s.K == 0) return;
   TiArgs p{};

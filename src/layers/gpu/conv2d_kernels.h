@@ -19,6 +19,7 @@
 // All handle any size; no dimension need be a multiple of a tile.
 #pragma once
 
+#include "core/precision.h"
 #include "layers/conv_shape.h"
 #include "layers/epilogue_act.h"
 
@@ -58,10 +59,12 @@ void conv2d_forward_act(const Conv2dShape& s, const float* x, const float* w, co
 // ---- a first layer's convolution with the 2×2 max pool after it ----
 // A 3×3, stride-1, pad-1 convolution of 1–4 input channels to K > 4
 // (implicit_plan.h's thin_input_applies; H, W ≥ 2) runs on a direct FP32
-// kernel (in bf16 on bf16 tensor cores; implicit_thin_input_kernels.cuh), and
-// can pool its output in the same kernel: the convolution's output is never
-// written.
-bool conv_pool_applies(const Conv2dShape& s);
+// kernel (in bf16 on bf16 tensor cores, which take a 5×5, pad-2 one too;
+// implicit_thin_input_kernels.cuh), and can pool its output in the same
+// kernel: the convolution's output is never written. p: the precision the
+// passes will run in (the caller's layer's; the passes read it from
+// current_precision()).
+bool conv_pool_applies(const Conv2dShape& s, Precision p);
 // y_pool = maxpool2d 2×2 stride 2 (relu ? relu(conv(x, w) + b) : conv(x, w) + b),
 // [N][K][⌊H/2⌋][⌊W/2⌋], the bits of conv2d_forward_act then the MaxPool2D
 // layer; code (one byte per pooled output, same layout) records each window's
@@ -75,7 +78,7 @@ void maxpool2x2_backward_codes(const Conv2dShape& s, const unsigned char* code,
                                const float* dy_pool, bool relu, float* dx);
 // Whether conv2d_backward_params_pool takes the shape: conv_pool_applies and
 // ⌊W/2⌋ % 4 == 0 (the codes' rows are whole 4-byte words).
-bool conv_pool_wgrad_applies(const Conv2dShape& s);
+bool conv_pool_wgrad_applies(const Conv2dShape& s, Precision p);
 // dw += corr(x, dy), db += Σ dy (db may be null) for dy the input gradient
 // maxpool2x2_backward_codes would write — without forming it: the weight
 // gradient's kernel builds each row of dy from dy_pool and the codes as it

@@ -48,7 +48,8 @@ bool FusedChainGPU::pools(size_t i) const {
       p.win.stride != 2 || act_backward_here(i))
     return false;
   if (!(s.act.is_none() || (s.act.kind == ActKind::kRelu && p.mask_input))) return false;
-  return implicit::conv_pool_applies(conv_shape_of(s, step_input(i, input_shape())));
+  const Conv2dShape cs = conv_shape_of(s, step_input(i, input_shape()));
+  return implicit::conv_pool_applies(cs, precision());
 }
 
 FusedChainGPU::FusedChainGPU(std::vector<ChainStep> steps) : LayerGPU(std::move(steps)) {
@@ -253,7 +254,7 @@ void FusedChainGPU::pooled_conv_backward(size_t i, const Shape& in_shape, const 
   const unsigned char* code = codes_[i].data<unsigned char>();
   float* dw = grad(param_at_[i]);
   float* db = s.conv.bias ? grad(param_at_[i] + 1) : nullptr;
-  if (!target && implicit::conv_pool_wgrad_applies(cs)) {
+  if (!target && implicit::conv_pool_wgrad_applies(cs, precision())) {
     implicit::conv2d_backward_params_pool(cs, in, code, gp, pool.mask_input, dw, db);
     return;
   }

@@ -238,15 +238,18 @@ inline ThinPath choose_thin(int K, int R, int S, int stride, int pad, int W, boo
   return ThinPath::kGeneric;
 }
 
-// Few input channels: the weight gradient of a 3×3, stride-1, pad-1
-// convolution with 1 ≤ C ≤ kThinInputMaxC and K > kThinMaxK (an image model's
-// first layer) runs on thin_input_wgrad_kernel (implicit_thin_input_kernels.cuh);
-// its forward and backward_data stay on the GEMM.
+// Few input channels: a 3×3, stride-1, pad-1 convolution with 1 ≤ C ≤
+// kThinInputMaxC and K > kThinMaxK (an image model's first layer) runs its
+// forward (with the 2×2 max pool after it, optionally) and its weight
+// gradient on the kernels of implicit_thin_input_kernels.cuh; its
+// backward_data stays on the GEMM. In bf16 (`bf16`: the tensor-core kernels)
+// a 5×5, pad-2 one too; the FP32 kernels (fp32, tf32) hold a 3×3 window's
+// sums in registers, and 5×5 keeps the GEMM there.
 constexpr int kThinInputMaxC = 4;
 
-inline bool thin_input_applies(int C, int K, int R, int S, int stride, int pad) {
-  return C >= 1 && C <= kThinInputMaxC && K > kThinMaxK && R == 3 && S == 3 && stride == 1 &&
-         pad == 1;
+inline bool thin_input_applies(int C, int K, int R, int S, int stride, int pad, bool bf16) {
+  return C >= 1 && C <= kThinInputMaxC && K > kThinMaxK && R == S && stride == 1 &&
+         pad == R / 2 && (R == 3 || (R == 5 && bf16));
 }
 
 // Split of the thin weight gradient's reduction: `items` units of work (warp

@@ -2,7 +2,10 @@
 // few input channels (1 ≤ C ≤ kThinInputMaxC, K > 4: an image model's first
 // layer, 3 → 256 at 32×32) for the im2col family: its forward (with the 2×2
 // max pool after it, optionally) and its weight gradient. conv2d_implicit_gemm.cu,
-// its only includer, launches them.
+// its only includer, launches them. In bf16 the tensor-core kernels (below)
+// take a 5×5, pad-2 window too (template argument R, the window's side: the
+// x window of a unit or block is R rows and R − 1 halo columns wider, the
+// reduction R·R·C); the FP32 kernels are 3×3 only (thin_input_applies).
 //
 // ---- forward ----------------------------------------------------------------------
 // As a GEMM the forward is N·H·W × K × 9·C: a reduction of 27 for RGB, which
@@ -76,11 +79,11 @@ constexpr int kTiKG = 64;            // k groups per block
 constexpr int kTiKB = 4 * kTiKG;     // output channels per block
 constexpr int kTiCols = 32;          // pixels per unit
 constexpr int kTiDsLd = kTiCols + 1; // ds row stride: bank-conflict-free column reads
-constexpr int kTiXsLd = 36;          // xs row stride (34 used)
+constexpr int kTiXsLd = 36;          // xs row stride (32 + R − 1 used)
 
 struct TiArgs {
   int N, C, H, W, K, HW, CHW;
-  int ld;     // 9·C (+ 1 with the bias column)
+  int ld;     // R·R·C (+ 1 with the bias column): 9·C for the FP32 kernel
   int units;  // N·H·⌈W/32⌉ (< 2^30: the host checks)
   FastDiv fCb;  // ⌈W/32⌉
   FastDiv fH;
@@ -96,12 +99,15 @@ struct TiArgs {
 
 constexpr int kTiStages = 4;  // units in flight: cp.async ring depth
 
+// xs: the unit's x window, rows c·R + r of 32 + R − 1 ≤ kTiXsLd columns.
+template <int R>
 struct TiSmem {
+  static_assert(kTiCols + R - 1 <= kTiXsLd, "the window's columns fit a row of xs");
   float ds[kTiStages][kTiKB * kTiDsLd];
-  float xs[kTiStages][kThinInputMaxC * 3 * kTiXsLd];
+  float xs[kTiStages][kThinInputMaxC * R * kTiXsLd];
 };
 
-__host__ __device__ constexpr size_t thin_input_smem_bytes() { return sizeof(TiSmem); }
+__host__ __device__ constexpr size_t thin_input_smem_bytes() { return sizeof(TiSmem<3>); }
 
 // The pooled form's unit in a ds buffer: gs[k][j] = gp[n][k0 + k][h/2][q0/2 + j]
 // (j < 16, row stride kTiGsLd) and the code words cs[k][w] (4 codes each,
@@ -114,16 +120,18 @@ static_assert(kTiKB * (kTiGsLd + kTiCsLd) <= kTiKB * kTiDsLd, "the pooled unit f
 // thin_input_wgrad_tc_kernel's buffers: a pooled unit's ds holds only the
 // pool's gradient and codes (a quarter of a formed dy's size less), so that
 // two of its blocks fit an SM.
-template <bool POOLED>
+template <bool POOLED, int R>
 struct TiTcSmem {
+  static_assert(kTiCols + R - 1 <= kTiXsLd, "the window's columns fit a row of xs");
   float ds[kTiStages][kTiKB * (POOLED ? kTiGsLd + kTiCsLd : kTiDsLd)];
-  float xs[kTiStages][kThinInputMaxC * 3 * kTiXsLd];
+  float xs[kTiStages][kThinInputMaxC * R * kTiXsLd];
 };
 
-// Copy unit u's dy rows and x window into buffer b (this thread's share; the
-// caller commits). blockDim.x is a multiple of 32, so a thread's dy column
-// q = tid mod 32 is the same for all its rows k = tid / 32 + j·blockDim/32.
-template <bool POOLED, class Smem>
+// Copy unit u's dy rows and x window (R rows a channel, 32 + R − 1 columns,
+// from row h − R/2 and column q0 − R/2) into buffer b (this thread's share;
+// the caller commits). blockDim.x is a multiple of 32, so a thread's dy
+// column q = tid mod 32 is the same for all its rows k = tid / 32 + j·blockDim/32.
+template <bool POOLED, int R, class Smem>
 __device__ __forceinline__ void ti_issue(const TiArgs& a, const float* __restrict__ x,
                                          const float* __restrict__ dy, int k0, int u, int b,
                                          Smem& sm) {
@@ -165,9 +173,10 @@ __device__ __forceinline__ void ti_issue(const TiArgs& a, const float* __restric
       copy4(dst, ok ? src : dy, ok);
     }
   }
-  for (int e = threadIdx.x; e < a.C * 3 * 34; e += blockDim.x) {
-    const int cr = e / 34, j = e - cr * 34, c = cr / 3, r = cr - 3 * c;
-    const int hh = h - 1 + r, ww = q0 - 1 + j;
+  constexpr int XC = kTiCols + R - 1;
+  for (int e = threadIdx.x; e < a.C * R * XC; e += blockDim.x) {
+    const int cr = e / XC, j = e - cr * XC, c = cr / R, r = cr - R * c;
+    const int hh = h - R / 2 + r, ww = q0 - R / 2 + j;
     const bool ok = (unsigned)hh < (unsigned)a.H && (unsigned)ww < (unsigned)a.W;
     const float* xsrc = ok ? x + (size_t)n * a.CHW + (size_t)c * a.HW + hh * a.W + ww : x;
     copy4(&sm.xs[b][cr * kTiXsLd + j], xsrc, ok);
@@ -184,7 +193,7 @@ __global__ void __launch_bounds__(2 * kTiKG * kThinInputMaxC)
                             const float* __restrict__ dy, int per, bool with_db,
                             float* __restrict__ ws) {
   extern __shared__ __align__(16) unsigned char ti_raw[];
-  TiSmem& sm = *reinterpret_cast<TiSmem*>(ti_raw);
+  TiSmem<3>& sm = *reinterpret_cast<TiSmem<3>*>(ti_raw);
   const int nh = kTiKG * a.C;  // threads per half
   const int tid = threadIdx.x, half = tid / nh, t = tid - half * nh;
   const int kg = t % kTiKG, c = t / kTiKG;  // c is warp-uniform (kTiKG = 2 warps)
@@ -204,7 +213,7 @@ __global__ void __launch_bounds__(2 * kTiKG * kThinInputMaxC)
 
 #pragma unroll
   for (int j = 0; j < kTiStages - 1; ++j) {
-    if (u0 + j < u1) ti_issue<POOLED>(a, x, dy, k0, u0 + j, j, sm);
+    if (u0 + j < u1) ti_issue<POOLED, 3>(a, x, dy, k0, u0 + j, j, sm);
     copy_commit();  // possibly empty: one group per unit keeps the count
   }
   for (int u = u0, b = 0; u < u1; ++u, b = b + 1 == kTiStages ? 0 : b + 1) {
@@ -213,7 +222,7 @@ __global__ void __launch_bounds__(2 * kTiKG * kThinInputMaxC)
     {
       const int un = u + kTiStages - 1;
       const int bn = b == 0 ? kTiStages - 1 : b - 1;  // (u − 1)'s buffer
-      if (un < u1) ti_issue<POOLED>(a, x, dy, k0, un, bn, sm);
+      if (un < u1) ti_issue<POOLED, 3>(a, x, dy, k0, un, bn, sm);
       copy_commit();
     }
     const float* dsb = sm.ds[b] + kg * kTiDsLd;
@@ -306,7 +315,8 @@ __global__ void __launch_bounds__(2 * kTiKG * kThinInputMaxC)
 
 // bf16: the same units, ring and copies (ti_issue) on bf16 tensor cores.
 // 8 warps; warp w owns output channels k0 + 32w … + 31 (two m16 tiles) and
-// the 9·C columns (c, r, s) in five n8 tiles (at most 36 used). Per unit, two
+// the R·R·C columns (c, r, s) in n8 tiles (five for 3×3: at most 36 used;
+// thirteen for 5×5, at most 100; the tiles past R·R·C are skipped). Per unit, two
 // k16 steps of 16 pixels: a lane builds its A fragments from ds (or the
 // pooled gs and codes: the values maxpool2x2_backward_codes_kernel would
 // write) and its B fragments from xs, x and dy rounded to bf16 (to nearest
@@ -317,43 +327,52 @@ __global__ void __launch_bounds__(2 * kTiKG * kThinInputMaxC)
 // buffers (TiTcSmem) let two blocks share an SM, and the host gives it twice
 // the FP32 kernel's slices (pooled or not, so that both forms sum alike): 16
 // warps an SM to hide the ring's waits and the fragments' loads (one block
-// of 8 warps an SM took 54 µs for CIFAR conv1 at batch 64).
+// of 8 warps an SM took 54 µs for CIFAR conv1 at batch 64). 5×5's 13 tiles
+// of sums take more registers than two blocks an SM leave: one block.
 constexpr int kTiTcWarps = kTiKB / 32;  // 32 output channels a warp
-constexpr int kTiTcNTiles = 5;          // n8 tiles: 9·C ≤ 36 columns
-static_assert(9 * kThinInputMaxC <= 8 * kTiTcNTiles, "the columns fit the n tiles");
+// n8 tiles of the R·R·C ≤ R·R·kThinInputMaxC columns
+template <int R>
+__host__ __device__ constexpr int ti_tc_ntiles() {
+  return (R * R * kThinInputMaxC + 7) / 8;
+}
+template <int R>
+__host__ __device__ constexpr int ti_tc_blocks_per_sm(bool pooled) {
+  return pooled && R == 3 ? 2 : 1;
+}
 
-template <bool POOLED>
-__global__ void __launch_bounds__(32 * kTiTcWarps, POOLED ? 2 : 1)
+template <bool POOLED, int R>
+__global__ void __launch_bounds__(32 * kTiTcWarps, ti_tc_blocks_per_sm<R>(POOLED))
     thin_input_wgrad_tc_kernel(const __grid_constant__ TiArgs a, const float* __restrict__ x,
                                const float* __restrict__ dy, int per, bool with_db,
                                float* __restrict__ ws) {
+  constexpr int NT = ti_tc_ntiles<R>(), RR = R * R;
   extern __shared__ __align__(16) unsigned char ti_raw[];
-  TiTcSmem<POOLED>& sm = *reinterpret_cast<TiTcSmem<POOLED>*>(ti_raw);
+  TiTcSmem<POOLED, R>& sm = *reinterpret_cast<TiTcSmem<POOLED, R>*>(ti_raw);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int k0 = blockIdx.x * kTiKB, kw = 32 * warp;  // the warp's rows in the block
   const int u0 = blockIdx.y * per, u1 = min(u0 + per, a.units);
-  const int ncols = 9 * a.C;
-  // This lane's B column in each n tile, n = 8j + g = c·9 + r·3 + s: its
-  // offset in xs (the window slides along the pixels), or −1 past 9·C.
-  int xoff[kTiTcNTiles];
+  const int ncols = RR * a.C;
+  // This lane's B column in each n tile, n = 8j + g = c·R·R + r·R + s: its
+  // offset in xs (the window slides along the pixels), or −1 past R·R·C.
+  int xoff[NT];
 #pragma unroll
-  for (int j = 0; j < kTiTcNTiles; ++j) {
-    const int n = 8 * j + g, c = n / 9, rs = n - 9 * c, r = rs / 3, sc = rs - 3 * r;
-    xoff[j] = n < ncols ? (c * 3 + r) * kTiXsLd + sc : -1;
+  for (int j = 0; j < NT; ++j) {
+    const int n = 8 * j + g, c = n / RR, rs = n - RR * c, r = rs / R, sc = rs - R * r;
+    xoff[j] = n < ncols ? (c * R + r) * kTiXsLd + sc : -1;
   }
-  float acc[2][kTiTcNTiles][4], db[2][2];
+  float acc[2][NT][4], db[2][2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     db[i][0] = db[i][1] = 0.f;
 #pragma unroll
-    for (int j = 0; j < kTiTcNTiles; ++j)
+    for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
   }
 
 #pragma unroll
   for (int j = 0; j < kTiStages - 1; ++j) {
-    if (u0 + j < u1) ti_issue<POOLED>(a, x, dy, k0, u0 + j, j, sm);
+    if (u0 + j < u1) ti_issue<POOLED, R>(a, x, dy, k0, u0 + j, j, sm);
     copy_commit();
   }
   const unsigned pos_bits = a.relu ? 3u | kPoolNotPositive : 3u;
@@ -363,7 +382,7 @@ __global__ void __launch_bounds__(32 * kTiTcWarps, POOLED ? 2 : 1)
     {
       const int un = u + kTiStages - 1;
       const int bn = b == 0 ? kTiStages - 1 : b - 1;
-      if (un < u1) ti_issue<POOLED>(a, x, dy, k0, un, bn, sm);
+      if (un < u1) ti_issue<POOLED, R>(a, x, dy, k0, un, bn, sm);
       copy_commit();
     }
     int bottom = 0;  // pooled: the window positions of this unit's row (h odd: 2, 3)
@@ -379,9 +398,9 @@ __global__ void __launch_bounds__(32 * kTiTcWarps, POOLED ? 2 : 1)
 #pragma unroll
     for (int ks = 0; ks < 2; ++ks) {  // pixels 16·ks … + 15
       // B: b[j][h] = x at pixels 16ks + 2t + 8h, + 1 (k), column 8j + g (n)
-      uint32_t bf[kTiTcNTiles][2];
+      uint32_t bf[NT][2];
 #pragma unroll
-      for (int j = 0; j < kTiTcNTiles; ++j)
+      for (int j = 0; j < NT; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int q = 16 * ks + 2 * t + 8 * h;
@@ -412,7 +431,8 @@ __global__ void __launch_bounds__(32 * kTiTcWarps, POOLED ? 2 : 1)
             db[i][hr] += d0 + d1;
           }
 #pragma unroll
-        for (int j = 0; j < kTiTcNTiles; ++j) gpu::mma::bf16_m16n8k16(acc[i][j], af, bf[j]);
+        for (int j = 0; j < NT; ++j)
+          if (8 * j < ncols) gpu::mma::bf16_m16n8k16(acc[i][j], af, bf[j]);
       }
     }
   }
@@ -433,7 +453,7 @@ __global__ void __launch_bounds__(32 * kTiTcWarps, POOLED ? 2 : 1)
       if (k >= a.K) continue;
       float* row = out + (size_t)k * a.ld;
 #pragma unroll
-      for (int j = 0; j < kTiTcNTiles; ++j)
+      for (int j = 0; j < NT; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int col = 8 * j + 2 * t + e;
@@ -586,8 +606,9 @@ __global__ void __launch_bounds__(kTfThreads)
 // In training.precision bf16 the forward runs as the GEMM it is, on mma.sync
 // m16n8k16 (thin_input_fwd_tc_kernel): the outputs thin_input_fwd_kernel
 // writes (TfArgs, TfOut: plain, activated, or pooled with codes), from
-// products of bf16-rounded x and w summed in FP32, k = c·9 + r·3 + s
-// ascending in steps of 16 (9·C padded with zeros to a multiple of 16).
+// products of bf16-rounded x and w summed in FP32, k = c·R·R + r·R + s
+// ascending in steps of 16 (R·R·C padded with zeros to a multiple of 16;
+// R = 3, or 5 with pad 2).
 // GEMM_M is the output channels: warp w of a block owns kTcWM = 64 of them,
 // its A fragments (4 m-tiles × the k-steps) read once from the block's
 // weights, staged in bf16 in shared memory, and held in registers. GEMM_N is
@@ -608,25 +629,29 @@ __global__ void __launch_bounds__(kTfThreads)
 constexpr int kTcWarps = 4, kTcWM = 64;    // warps a block, output channels a warp
 constexpr int kTcKB = kTcWarps * kTcWM;    // output channels a block
 constexpr int kTcQR = 2, kTcQC = 16;       // quad rows and columns a block
-constexpr int kTcXR = 2 * kTcQR + 2, kTcXC = 2 * kTcQC + 2;  // the staged x window
 constexpr int kTcYLd = kTcQC + 4;  // a pooled row's stride in floats: distinct banks, 16-byte rows
 
-template <int C>
+// R: the window's side (3 or 5), C: the input channels. In dynamic shared
+// memory (5×5 at C = 4 holds 61 KB of weights).
+template <int R, int C>
 struct TcSmem {
-  static constexpr int kKS = (9 * C + 15) / 16;  // k-steps of 16
+  static constexpr int kXR = 2 * kTcQR + R - 1, kXC = 2 * kTcQC + R - 1;  // the staged x window
+  static constexpr int kKS = (R * R * C + 15) / 16;  // k-steps of 16
   // a weight row's stride in 32-bit words (k pairs): the 8 rows of a
   // fragment read fall into distinct banks
   static constexpr int kWLd = 8 * kKS + 4;
   // the weights until every warp holds its fragments, then the pooled rows
   // (first: the rows' 16-byte reads need 16-byte alignment)
   union alignas(16) {
-    uint32_t w[kTcKB * kWLd];  // bf16 pairs, zeros past 9·C and past K
+    uint32_t w[kTcKB * kWLd];  // bf16 pairs, zeros past R·R·C and past K
     struct {
       float y[kTcWarps][kTcWM * kTcYLd];  // pooled: a quad row's maxima, per warp
       unsigned char code[kTcWarps][kTcWM * kTcQC];
     } out;
   };
-  uint16_t x[C * kTcXR * kTcXC];  // bf16
+  // bf16; then kXR·kXC zeros, which the k values past R·R·C read (for any
+  // pixel of the window: no predicate in the main loop)
+  uint16_t x[(C + 1) * kXR * kXC];
 };
 
 // A warp's staged quad row out: `rows` rows of `cols` ≤ kTcQC values from
@@ -651,16 +676,19 @@ __device__ __forceinline__ void warp_rows_out(T* dst, size_t step, const T* src,
   }
 }
 
-// Grid: (N·⌈qh/kTcQR⌉·⌈qw/kTcQC⌉, ⌈K/kTcKB⌉); 32·kTcWarps threads.
-template <int C, TfOut OUT>
+// Grid: (N·⌈qh/kTcQR⌉·⌈qw/kTcQC⌉, ⌈K/kTcKB⌉); 32·kTcWarps threads,
+// sizeof(TcSmem<R, C>) bytes of dynamic shared memory.
+template <int R, int C, TfOut OUT>
 __global__ void __launch_bounds__(32 * kTcWarps)
     thin_input_fwd_tc_kernel(const __grid_constant__ TfArgs a, const float* __restrict__ x,
                              const float* __restrict__ w, const float* __restrict__ bias,
                              EpiAct<OUT == TfOut::kAct> act, float* __restrict__ y,
                              unsigned char* __restrict__ code) {
-  using Sm = TcSmem<C>;
-  constexpr int CRS = 9 * C, KS = Sm::kKS, WLD = Sm::kWLd;
-  __shared__ __align__(16) Sm sm;
+  using Sm = TcSmem<R, C>;
+  constexpr int RR = R * R, CRS = RR * C, KS = Sm::kKS, WLD = Sm::kWLd;
+  constexpr int XR = Sm::kXR, XC = Sm::kXC;
+  extern __shared__ __align__(16) unsigned char tc_raw[];
+  Sm& sm = *reinterpret_cast<Sm*>(tc_raw);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int tiles_c = (a.qw + kTcQC - 1) / kTcQC, tiles_r = (a.qh + kTcQR - 1) / kTcQR;
   const int tc = blockIdx.x % tiles_c, rest = blockIdx.x / tiles_c;
@@ -668,12 +696,12 @@ __global__ void __launch_bounds__(32 * kTcWarps)
   const int i0 = tr * kTcQR, j0 = tc * kTcQC;  // the block's first quad
   const int kb = blockIdx.y * kTcKB, k0 = kb + warp * kTcWM;
 
-  // x[n][c][2·i0 − 1 + rr][2·j0 − 1 + cc] in bf16, zeros outside the image
+  // x[n][c][2·i0 − R/2 + rr][2·j0 − R/2 + cc] in bf16, zeros outside the image
   const float* xn = x + (size_t)n * a.CHW;
-  for (int e = threadIdx.x; e < C * kTcXR * kTcXC; e += blockDim.x) {
-    const int c = e / (kTcXR * kTcXC), rr = e / kTcXC % kTcXR, cc = e % kTcXC;
-    const int hh = 2 * i0 - 1 + rr, ww = 2 * j0 - 1 + cc;
-    const bool ok = (unsigned)hh < (unsigned)a.H && (unsigned)ww < (unsigned)a.W;
+  for (int e = threadIdx.x; e < (C + 1) * XR * XC; e += blockDim.x) {
+    const int c = e / (XR * XC), rr = e / XC % XR, cc = e % XC;
+    const int hh = 2 * i0 - R / 2 + rr, ww = 2 * j0 - R / 2 + cc;
+    const bool ok = c < C && (unsigned)hh < (unsigned)a.H && (unsigned)ww < (unsigned)a.W;
     sm.x[e] = mma::bf16(ok ? __ldg(xn + (size_t)c * a.HW + hh * a.W + ww) : 0.f);
   }
   // the block's weights, rows k = 0 .. 16·KS − 1 as bf16 pairs (read in order)
@@ -684,15 +712,15 @@ __global__ void __launch_bounds__(32 * kTcWarps)
     sm.w[m * WLD + p] = mma::bf16x2(mok && k < CRS ? __ldg(row + k) : 0.f,
                                     mok && k + 1 < CRS ? __ldg(row + k + 1) : 0.f);
   }
-  // B: the staged offset of this lane's k values (c, r, s), −1 past 9·C
+  // B: the staged offset of this lane's k values (c, r, s); past R·R·C the zeros'
   int koff[KS][4];
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const int k = ks * 16 + 2 * t + (q & 1) + 8 * (q >> 1);
-      const int c = k / 9, r = k % 9 / 3, sx = k % 3;
-      koff[ks][q] = k < CRS ? (c * kTcXR + r) * kTcXC + sx : -1;
+      const int c = k / RR, r = k % RR / R, sx = k % R;
+      koff[ks][q] = k < CRS ? (c * XR + r) * XC + sx : C * XR * XC;
     }
   float bv[4][2];  // the bias of rows g and g + 8 of each m-tile
 #pragma unroll
@@ -738,12 +766,12 @@ __global__ void __launch_bounds__(32 * kTcWarps)
           for (int q = 0; q < 4; ++q) acc[v][mi][q] = 0.f;
 #pragma unroll
       for (int v = 0; v < 2; ++v) {
-        const int pix = (2 * qi + v) * kTcXC + 8 * pj + g;  // pixel column g of the n-tile
+        const int pix = (2 * qi + v) * XC + 8 * pj + g;  // pixel column g of the n-tile
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) {
           uint16_t e[4];
 #pragma unroll
-          for (int q = 0; q < 4; ++q) e[q] = koff[ks][q] >= 0 ? sm.x[koff[ks][q] + pix] : 0;
+          for (int q = 0; q < 4; ++q) e[q] = sm.x[koff[ks][q] + pix];
           const uint32_t bf[2] = {uint32_t(e[0]) | uint32_t(e[1]) << 16,
                                   uint32_t(e[2]) | uint32_t(e[3]) << 16};
 #pragma unroll
