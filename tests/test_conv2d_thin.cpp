@@ -16,6 +16,7 @@
 #include "layers/conv_shape.h"
 #include "layers/cpu/conv2d_ops.h"
 #include "layers/cpu/conv2d_thin.h"
+#include "layers/cpu/conv2d_thin_bf16.h"
 #include "testing.h"
 
 namespace hpmc {
@@ -281,10 +282,12 @@ INSTANTIATE_TEST_SUITE_P(Bf16Shapes, Conv2dThinBf16, ::testing::ValuesIn(bf16_ca
                          });
 
 // Where the vdpbf16ps kernels run: stride 1 at kAvx512 on a CPU with
-// AVX512_BF16, never at another level or stride; and there, repeated calls
-// give the same bits (fresh or reused workspace), dw and db are added to.
-TEST(Conv2dThinBf16Dot, RunsWhereItAppliesAndRepeatsBitForBit) {
-  const Conv2dShape sh = make_conv2d_shape(9, 256, 17, 19, 3, 3, 3, 1, 1);
+// AVX512_BF16, never at another level or stride; and there the bf16 passes
+// give the bits of the kernels called directly (the dispatch takes them).
+// Their repeats are RepeatedCallsAreBitIdentical's, their accumulation
+// ParamGradsAccumulateAndDxIsOverwritten's.
+TEST(Conv2dThinBf16Dot, RunsWhereItApplies) {
+  const Conv2dShape sh = make_conv2d_shape(3, 37, 11, 19, 3, 3, 3, 1, 1);
   EXPECT_FALSE(cpu::conv2d_thin_bf16_dot(sh, SimdLevel::kAvx2));
   EXPECT_FALSE(cpu::conv2d_thin_bf16_dot(sh, SimdLevel::kPortable));
   EXPECT_FALSE(cpu::conv2d_thin_bf16_dot(make_conv2d_shape(2, 5, 9, 9, 3, 3, 3, 2, 1),
@@ -297,28 +300,27 @@ TEST(Conv2dThinBf16Dot, RunsWhereItAppliesAndRepeatsBitForBit) {
   auto w = random_values<float>(sh.weight_count(), rng);
   auto b = random_values<float>(size_t(sh.K), rng);
   auto dy = random_values<float>(sh.N * sh.out_sample(), rng);
-  auto run = [&](cpu::Conv2dThinWorkspace<float>& ws) {
+  auto run = [&](bool direct) {
+    cpu::Conv2dThinWorkspace<float> ws;
     std::vector<float> y(dy.size()), dx(x.size()), dw(w.size(), 0.f), db(b.size(), 0.f);
-    const auto level = SimdLevel::kAvx512;
-    const auto bf = Precision::kBf16;
-    cpu::conv2d_thin_forward(sh, x.data(), w.data(), b.data(), y.data(), ws, level, bf);
-    cpu::conv2d_thin_backward_data(sh, dy.data(), w.data(), dx.data(), ws, level, bf);
-    cpu::conv2d_thin_backward_params(sh, x.data(), dy.data(), dw.data(), db.data(), ws, level,
-                                     bf);
-    const std::vector<float> dw1 = dw, db1 = db;
-    cpu::conv2d_thin_backward_params(sh, x.data(), dy.data(), dw.data(), db.data(), ws, level,
-                                     bf);
-    for (size_t i = 0; i < dw.size(); ++i) EXPECT_EQ(dw[i], 2 * dw1[i]) << "dw[" << i << "]";
-    for (size_t i = 0; i < db.size(); ++i) EXPECT_EQ(db[i], 2 * db1[i]) << "db[" << i << "]";
-    y.insert(y.end(), dx.begin(), dx.end());
-    y.insert(y.end(), dw.begin(), dw.end());
-    y.insert(y.end(), db.begin(), db.end());
+    if (direct) {
+      cpu::thin_bf16::forward(sh, x.data(), w.data(), b.data(), y.data(), ws);
+      cpu::thin_bf16::backward_data(sh, dy.data(), w.data(), dx.data(), ws);
+      cpu::thin_bf16::backward_params(sh, x.data(), dy.data(), dw.data(), db.data(), ws);
+    } else {
+      const auto level = SimdLevel::kAvx512;
+      const auto bf = Precision::kBf16;
+      cpu::conv2d_thin_forward(sh, x.data(), w.data(), b.data(), y.data(), ws, level, bf);
+      cpu::conv2d_thin_backward_data(sh, dy.data(), w.data(), dx.data(), ws, level, bf);
+      cpu::conv2d_thin_backward_params(sh, x.data(), dy.data(), dw.data(), db.data(), ws, level,
+                                       bf);
+    }
+    for (const auto* v : {&dx, &dw, &db}) y.insert(y.end(), v->begin(), v->end());
     return y;
   };
-  cpu::Conv2dThinWorkspace<float> ws, fresh;
-  const std::vector<float> first = run(ws), again = run(ws), other = run(fresh);
-  EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * sizeof(float)), 0);
-  EXPECT_EQ(std::memcmp(first.data(), other.data(), first.size() * sizeof(float)), 0);
+  const std::vector<float> dispatched = run(false), direct = run(true);
+  ASSERT_EQ(dispatched.size(), direct.size());
+  EXPECT_EQ(std::memcmp(dispatched.data(), direct.data(), direct.size() * sizeof(float)), 0);
 }
 
 // ---- the switch in conv2d_ops.h -----------------------------------------------------
@@ -390,55 +392,68 @@ TEST(Conv2dThin, OneByOneKernelsKeepTheGemmPath) {
 
 // ---- convention and determinism -----------------------------------------------------
 
+// Stride 2 (the FP32 kernels in both precisions) and stride 1 (in bf16 the
+// vdpbf16ps kernels where the CPU has them).
 TEST(Conv2dThin, ParamGradsAccumulateAndDxIsOverwritten) {
-  const Conv2dShape sh = make_conv2d_shape(5, 6, 9, 7, 3, 3, 3, 2, 1);
-  Rng rng(3);
-  auto x = random_values<float>(sh.N * sh.in_sample(), rng);
-  auto w = random_values<float>(sh.weight_count(), rng);
-  auto dy = random_values<float>(sh.N * sh.out_sample(), rng);
-  cpu::Conv2dThinWorkspace<float> ws;
-  std::vector<float> dw(w.size(), 0.f), db(size_t(sh.K), 0.f);
-  cpu::conv2d_thin_backward_params(sh, x.data(), dy.data(), dw.data(), db.data(), ws);
-  const std::vector<float> dw1 = dw, db1 = db;
-  cpu::conv2d_thin_backward_params(sh, x.data(), dy.data(), dw.data(), db.data(), ws);
-  for (size_t i = 0; i < dw.size(); ++i) ASSERT_EQ(dw[i], 2 * dw1[i]) << "dw[" << i << "]";
-  for (size_t i = 0; i < db.size(); ++i) ASSERT_EQ(db[i], 2 * db1[i]) << "db[" << i << "]";
+  for (int stride : {2, 1})
+    for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
+      SCOPED_TRACE(str("stride ", stride, " ", precision_name(prec)));
+      const Conv2dShape sh = make_conv2d_shape(5, 6, 9, 7, 3, 3, 3, stride, 1);
+      const SimdLevel level = cpu::best_simd_level();
+      Rng rng(3);
+      auto x = random_values<float>(sh.N * sh.in_sample(), rng);
+      auto w = random_values<float>(sh.weight_count(), rng);
+      auto dy = random_values<float>(sh.N * sh.out_sample(), rng);
+      cpu::Conv2dThinWorkspace<float> ws;
+      std::vector<float> dw(w.size(), 0.f), db(size_t(sh.K), 0.f);
+      cpu::conv2d_thin_backward_params(sh, x.data(), dy.data(), dw.data(), db.data(), ws, level,
+                                       prec);
+      const std::vector<float> dw1 = dw, db1 = db;
+      cpu::conv2d_thin_backward_params(sh, x.data(), dy.data(), dw.data(), db.data(), ws, level,
+                                       prec);
+      for (size_t i = 0; i < dw.size(); ++i) ASSERT_EQ(dw[i], 2 * dw1[i]) << "dw[" << i << "]";
+      for (size_t i = 0; i < db.size(); ++i) ASSERT_EQ(db[i], 2 * db1[i]) << "db[" << i << "]";
 
-  std::vector<float> dx(x.size(), std::numeric_limits<float>::quiet_NaN());
-  cpu::conv2d_thin_backward_data(sh, dy.data(), w.data(), dx.data(), ws);
-  const std::vector<float> dx1 = dx;
-  for (float v : dx1) ASSERT_TRUE(std::isfinite(v));
-  std::fill(dx.begin(), dx.end(), 123.f);
-  cpu::conv2d_thin_backward_data(sh, dy.data(), w.data(), dx.data(), ws);
-  EXPECT_EQ(dx, dx1);
+      std::vector<float> dx(x.size(), std::numeric_limits<float>::quiet_NaN());
+      cpu::conv2d_thin_backward_data(sh, dy.data(), w.data(), dx.data(), ws, level, prec);
+      const std::vector<float> dx1 = dx;
+      for (float v : dx1) ASSERT_TRUE(std::isfinite(v));
+      std::fill(dx.begin(), dx.end(), 123.f);
+      cpu::conv2d_thin_backward_data(sh, dy.data(), w.data(), dx.data(), ws, level, prec);
+      EXPECT_EQ(dx, dx1);
+    }
 }
 
 TEST(Conv2dThin, RepeatedCallsAreBitIdentical) {
   // Batch 9 and 256 channels: the images spread over every thread and the
-  // input is copied in several channel chunks.
+  // input is copied in several channel chunks. fp32 and bf16 (at avx512 the
+  // vdpbf16ps kernels where the CPU has them).
   const Conv2dShape sh = make_conv2d_shape(9, 256, 17, 19, 3, 3, 3, 1, 1);
   Rng rng(4);
   auto x = random_values<float>(sh.N * sh.in_sample(), rng);
   auto w = random_values<float>(sh.weight_count(), rng);
   auto b = random_values<float>(size_t(sh.K), rng);
   auto dy = random_values<float>(sh.N * sh.out_sample(), rng);
-  for (SimdLevel level : supported_levels()) {
-    SCOPED_TRACE(cpu::simd_level_name(level));
-    auto run = [&](cpu::Conv2dThinWorkspace<float>& ws) {
-      std::vector<float> y(dy.size()), dx(x.size()), dw(w.size(), 0.f), db(b.size(), 0.f);
-      cpu::conv2d_thin_forward(sh, x.data(), w.data(), b.data(), y.data(), ws, level);
-      cpu::conv2d_thin_backward_data(sh, dy.data(), w.data(), dx.data(), ws, level);
-      cpu::conv2d_thin_backward_params(sh, x.data(), dy.data(), dw.data(), db.data(), ws, level);
-      y.insert(y.end(), dx.begin(), dx.end());
-      y.insert(y.end(), dw.begin(), dw.end());
-      y.insert(y.end(), db.begin(), db.end());
-      return y;
-    };
-    cpu::Conv2dThinWorkspace<float> ws, fresh;
-    const std::vector<float> first = run(ws), again = run(ws), other = run(fresh);
-    ASSERT_EQ(first.size(), again.size());
-    EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * sizeof(float)), 0);
-    EXPECT_EQ(std::memcmp(first.data(), other.data(), first.size() * sizeof(float)), 0);
+  for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
+    for (SimdLevel level : supported_levels()) {
+      SCOPED_TRACE(str(cpu::simd_level_name(level), " ", precision_name(prec)));
+      auto run = [&](cpu::Conv2dThinWorkspace<float>& ws) {
+        std::vector<float> y(dy.size()), dx(x.size()), dw(w.size(), 0.f), db(b.size(), 0.f);
+        cpu::conv2d_thin_forward(sh, x.data(), w.data(), b.data(), y.data(), ws, level, prec);
+        cpu::conv2d_thin_backward_data(sh, dy.data(), w.data(), dx.data(), ws, level, prec);
+        cpu::conv2d_thin_backward_params(sh, x.data(), dy.data(), dw.data(), db.data(), ws, level,
+                                         prec);
+        y.insert(y.end(), dx.begin(), dx.end());
+        y.insert(y.end(), dw.begin(), dw.end());
+        y.insert(y.end(), db.begin(), db.end());
+        return y;
+      };
+      cpu::Conv2dThinWorkspace<float> ws, fresh;
+      const std::vector<float> first = run(ws), again = run(ws), other = run(fresh);
+      ASSERT_EQ(first.size(), again.size());
+      EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * sizeof(float)), 0);
+      EXPECT_EQ(std::memcmp(first.data(), other.data(), first.size() * sizeof(float)), 0);
+    }
   }
 }
 

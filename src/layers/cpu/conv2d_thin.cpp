@@ -5,6 +5,7 @@
 // AVX-512 code can be merged into a function the portable path calls.
 #include "layers/cpu/conv2d_thin.h"
 #include "layers/cpu/conv2d_thin_bf16.h"
+#include "layers/cpu/conv2d_thin_util.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -66,9 +67,6 @@ struct WgradJob {
   double* dw;
   ptrdiff_t dw_k;
 };
-
-inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
-inline int round_up(int a, int b) { return ceil_div(a, b) * b; }
 
 // The input copy read by the forward and weight-gradient tiles, per channel:
 // padded row h holds input row h - pad, split into `stride` column phases of
@@ -292,23 +290,6 @@ const ThinKernels<T>& kernels_for(SimdLevel level) {
 // ---- layout helpers ---------------------------------------------------------------
 
 template <typename T>
-T* grow(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-  return v.data();
-}
-
-// As grow, but the n values start on a 64-byte boundary: with rows padded to
-// whole vectors, the input vectors of the unshifted taps do not straddle two
-// cache lines.
-template <typename T>
-T* grow_aligned(std::vector<T>& v, size_t n) {
-  constexpr size_t kAlign = 64;
-  T* p = grow(v, n + kAlign / sizeof(T));
-  const size_t mis = reinterpret_cast<uintptr_t>(p) % kAlign;
-  return mis ? p + (kAlign - mis) / sizeof(T) : p;
-}
-
-template <typename T>
 void prepare(Conv2dThinWorkspace<T>& ws) {
   const size_t n = size_t(std::max(num_threads(), 1));
   if (ws.in.size() < n) {
@@ -319,11 +300,6 @@ void prepare(Conv2dThinWorkspace<T>& ws) {
   }
   ws.used.assign(n, 0);
 }
-
-// A chunk of channels is copied and then consumed by every tile of the image
-// before the next chunk is copied, so the copy is still in L2 when read
-// (Zen 5: 1 MiB per core; a 256-channel 34x34 copy would be 1.2 MiB).
-constexpr size_t kChunkBytes = 256 << 10;
 
 // `images`: how many images' copies are held at once (their chunks share
 // the budget).
@@ -352,10 +328,6 @@ void tap_offsets(const Conv2dShape& sh, const PaddedInput& g, int channels, size
       for (int s = 0; s < sh.S; ++s)
         off[e++] = c * g.plane + r * g.row + (s % sh.stride) * g.phase_len + s / sh.stride;
 }
-
-// Channels per register tile: at most 4, as even as possible (K = 6 is two
-// tiles of 3, not 4 + 2 with two ghost channels).
-inline int channel_block(int channels) { return ceil_div(channels, ceil_div(channels, 4)); }
 
 // Vectors per output row, and per tile: two where the row has two or more.
 inline int tile_vectors(int cols, int lanes) { return ceil_div(cols, lanes) >= 2 ? 2 : 1; }
@@ -592,13 +564,7 @@ void conv2d_thin_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
   const int L = kn.lanes;
   const int qb = tile_vectors(sh.Q, L), vectors = round_up(ceil_div(sh.Q, L), qb);
   const int kb = channel_block(sh.K), kblocks = ceil_div(sh.K, kb);
-  // Small output planes are summed a group of images at a time, so that an
-  // accumulator takes kWgradVectors multiply-adds or more before its lanes
-  // are reduced (an 8x8 plane alone gives it 8); at most the images a thread
-  // gets, so that the groups still spread over the threads.
-  constexpr int kWgradVectors = 64;
-  const int group = std::clamp(ceil_div(kWgradVectors, sh.P * vectors), 1,
-                               std::max(1, ceil_div(sh.N, std::max(num_threads(), 1))));
+  const int group = wgrad_group(sh.N, sh.P, vectors, num_threads());
   const int groups = ceil_div(sh.N, group);
   const PaddedInput g = padded_input(sh, kn.tile_rows(kb, qb), qb, L, sizeof(T), group);
   const int taps = sh.R * sh.S, entries = sh.C * taps;
@@ -673,22 +639,7 @@ void conv2d_thin_backward_params(const Conv2dShape& sh, const T* x, const T* dy,
     }
   }
 
-  // Partials summed in thread order: the rounding does not depend on which
-  // thread finished first.
-  const int nt = int(ws.used.size());
-  for (size_t i = 0; i < wcount; ++i) {
-    double acc = 0;
-    for (int t = 0; t < nt; ++t)
-      if (ws.used[t]) acc += ws.dw[t][i];
-    dw[i] = T(double(dw[i]) + acc);
-  }
-  if (db)
-    for (int k = 0; k < sh.K; ++k) {
-      double acc = 0;
-      for (int t = 0; t < nt; ++t)
-        if (ws.used[t]) acc += ws.db[t][k];
-      db[k] = T(double(db[k]) + acc);
-    }
+  add_partials(ws, wcount, sh.K, dw, db);
 }
 
 #define HPMC_THIN_INSTANTIATE(T)                                                                \

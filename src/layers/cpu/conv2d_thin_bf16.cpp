@@ -39,6 +39,7 @@
 #include "core/threads.h"
 #include "layers/cpu/conv2d_thin.h"
 #include "layers/cpu/conv2d_thin_bf16.h"
+#include "layers/cpu/conv2d_thin_util.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HPMC_THIN_BF16 1
@@ -71,13 +72,13 @@ bool conv2d_thin_bf16_dot(const Conv2dShape& sh, SimdLevel level) {
 namespace thin_bf16 {
 namespace {
 
-constexpr int kRegisters = 32;
-constexpr size_t kChunkBytes = 256 << 10;  // as conv2d_thin.cpp: a chunk stays in L2
+using thin_detail::ceil_div;
+using thin_detail::channel_block;
+using thin_detail::grow_aligned;
+using thin_detail::kChunkBytes;
+using thin_detail::round_up;
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
-int round_up(int a, int b) { return ceil_div(a, b) * b; }
-// Channels per register tile: at most 4, as even as possible.
-int channel_block(int n) { return ceil_div(n, ceil_div(n, 4)); }
+constexpr int kRegisters = 32;
 
 // Rows of an ob-channel × qb-vector tile: as many as the registers hold
 // beside the broadcast weights and an input, as a power of two, at most 8.
@@ -91,16 +92,9 @@ constexpr int tile_rows(int ob, int qb) {
 // vectors and an input, at most 8 (the offset tables carry 8 ghost entries).
 constexpr int wgrad_taps(int k) { return std::clamp((kRegisters - k - 3) / k, 1, 8); }
 
-template <typename T>
-T* grow_aligned(std::vector<T>& v, size_t n) {
-  constexpr size_t kAlign = 64;
-  if (v.size() < n + kAlign / sizeof(T)) v.resize(n + kAlign / sizeof(T));
-  T* p = v.data();
-  const size_t mis = reinterpret_cast<uintptr_t>(p) % kAlign;
-  return mis ? p + (kAlign - mis) / sizeof(T) : p;
+uint32_t pair(float lo, float hi) {
+  return uint32_t(bf16_bits(lo)) | uint32_t(bf16_bits(hi)) << 16;
 }
-
-uint32_t pair(float lo, float hi) { return uint32_t(bf16_bits(lo)) | uint32_t(bf16_bits(hi)) << 16; }
 
 template <typename T>
 void ensure_threads(std::vector<std::vector<T>>& v, size_t n) {
@@ -269,7 +263,8 @@ HPMC_DOT void dot_wgrad(const DotWgradJob& jb) {
           for (int t = 0; t < TB; ++t) {
             __m512i xv = _mm512_loadu_si512(x + off[t] + v * 32);
             HPMC_IN_REGISTER(xv);
-            for (int k = 0; k < KB; ++k) acc[k][t] = _mm512_dpbf16_ps(acc[k][t], dv[k], (__m512bh)xv);
+            for (int k = 0; k < KB; ++k)
+              acc[k][t] = _mm512_dpbf16_ps(acc[k][t], dv[k], (__m512bh)xv);
           }
         }
     }
@@ -440,10 +435,7 @@ void backward_params(const Conv2dShape& sh, const float* x, const float* dy, flo
   const int kb = channel_block(sh.K), kblocks = ceil_div(sh.K, kb);
   const int vectors = ceil_div(sh.Q, 32);  // 32 pixels (16 pairs) a vector
   const int nt = std::max(num_threads(), 1);
-  // Small planes a group of images at a time (as conv2d_thin.cpp), so that a
-  // sum takes 64 vectors or more before its lanes are added.
-  const int group = std::clamp(ceil_div(64, std::max(sh.P * vectors, 1)), 1,
-                               std::max(1, ceil_div(sh.N, nt)));
+  const int group = thin_detail::wgrad_group(sh.N, sh.P, vectors, nt);
   const int groups = ceil_div(sh.N, group);
   // Input planes of bf16: x[c][h][v] at row h + pad, column v + pad; rows
   // and columns as far as the taps reach from every output and lane.
@@ -526,21 +518,7 @@ void backward_params(const Conv2dShape& sh, const float* x, const float* dy, flo
     }
   }
 
-  // Partials added in thread order: the rounding does not depend on which
-  // thread finished first.
-  for (size_t i = 0; i < wcount; ++i) {
-    double acc = 0;
-    for (int t = 0; t < nt; ++t)
-      if (ws.used[t]) acc += ws.dw[t][i];
-    dw[i] = float(double(dw[i]) + acc);
-  }
-  if (db)
-    for (int k = 0; k < sh.K; ++k) {
-      double acc = 0;
-      for (int t = 0; t < nt; ++t)
-        if (ws.used[t]) acc += ws.db[t][k];
-      db[k] = float(double(db[k]) + acc);
-    }
+  thin_detail::add_partials(ws, wcount, sh.K, dw, db);
 }
 
 }  // namespace thin_bf16
