@@ -204,6 +204,19 @@ void images() {
     put("image", str("c", c, ".jpg"), jpg);
     put("image", str("c", c, ".bmp"), bmp);
   }
+  // stb_image_write writes baseline JPEGs only: a progressive one as
+  // test_data_images.cpp builds it (an 8x8 grey image, a DC scan with table 0
+  // and an AC scan, each table one 1-bit code for symbol 0), so the fuzzer
+  // starts inside stb's progressive decoder too.
+  Bytes prog = "\xFF\xD8";
+  prog += Bytes("\xFF\xDB\x00\x43\x00", 5) + Bytes(64, '\x01');
+  prog += Bytes("\xFF\xC2\x00\x0B\x08\x00\x08\x00\x08\x01\x01\x11\x00", 13);
+  for (int cls : {0, 1}) {
+    prog += Bytes("\xFF\xC4\x00\x14", 4) + char(cls << 4) + '\x01' + Bytes(16, '\0');
+    prog += Bytes("\xFF\xDA\x00\x08\x01\x01\x00", 7) + char(cls ? 1 : 0) + char(cls ? 63 : 0);
+    prog += Bytes("\x00\x7F", 2);
+  }
+  put("image", "progressive.jpg", prog + "\xFF\xD9");
 }
 
 void datasets() {

@@ -208,6 +208,70 @@ TEST(ImageDecode, BadFilesAreOneLineErrorsNamingTheFile) {
   expect_data_error([&] { read_image_bytes(dir.path().string()); }, {"is a directory"});
 }
 
+// A progressive 8×8 grey JPEG written byte by byte: a first DC scan with
+// DC table 0 and an AC scan (coefficients 1-63) with AC table 0. Both tables
+// hold one 1-bit code for symbol 0 (a DC difference of 0; an end of band), so
+// each scan's data is the bit 0 padded with ones, and every pixel is 128.
+// The AC scan names DC table `ac_scan_dc` (an AC scan never decodes with it).
+std::string progressive_grey(int first_dc = 0, int ac_scan_dc = 3, int ac_scan_ac = 0) {
+  std::string j = "\xFF\xD8";
+  j += std::string("\xFF\xDB\x00\x43\x00", 5) + std::string(64, '\x01');  // DQT 0: all ones
+  j += std::string("\xFF\xC2\x00\x0B\x08\x00\x08\x00\x08\x01\x01\x11\x00", 13);  // SOF2
+  const auto dht = [](int cls) {
+    std::string t = std::string("\xFF\xC4\x00\x14", 4) + char(cls << 4) + '\x01';
+    return t + std::string(15, '\0') + '\0';  // counts: one 1-bit code; value 0
+  };
+  const auto sos = [](int td, int ta, int ss, int se) {
+    return std::string("\xFF\xDA\x00\x08\x01\x01", 6) + char(td << 4 | ta) + char(ss) + char(se) +
+           '\0' + '\x7F';
+  };
+  j += dht(0) + sos(first_dc, 0, 0, 0);
+  j += dht(1) + sos(ac_scan_dc, ac_scan_ac, 1, 63);
+  return j + "\xFF\xD9";
+}
+
+// stb_image 2.27 decodes with Huffman tables it does not check: a scan may
+// name one no segment defined (stb reads uninitialised memory and indexes
+// past its arrays) and a table of more than 256 codes is built past them.
+// hpmc refuses both before stb sees the file, and still reads progressive
+// files whose AC scans name a DC table never defined (they never use it).
+TEST(ImageDecode, JpegHuffmanTablesAreCheckedBeforeDecoding) {
+  const DecodedImage prog = decode_image(progressive_grey(), "p.jpg");
+  ASSERT_EQ(prog.width, 8);
+  ASSERT_EQ(prog.height, 8);
+  ASSERT_EQ(prog.channels, 1);
+  EXPECT_EQ(prog.pixels, Pixels(64, 128));
+  expect_data_error([] { decode_image(progressive_grey(2), "dc.jpg"); },
+                    {"dc.jpg", "corrupt JPEG", "component 1", "DC Huffman table 2"});
+  expect_data_error([] { decode_image(progressive_grey(0, 3, 1), "ac.jpg"); },
+                    {"ac.jpg", "corrupt JPEG", "AC Huffman table 1"});
+
+  const std::string good = jpeg(32, 32, 3, smooth(32, 32, 3, 1));
+  ASSERT_NO_THROW(decode_image(good, "good.jpg"));
+  const size_t sos = good.find("\xFF\xDA"), dht = good.find("\xFF\xC4");
+  ASSERT_NE(sos, std::string::npos);
+  ASSERT_NE(dht, std::string::npos);
+  // The baseline scan's first component (selectors at sos + 6) with DC table
+  // 2 or AC table 3, neither of which stb_image_write defines.
+  std::string bad = good;
+  bad[sos + 6] = '\x20';
+  expect_data_error([&] { image_header(bad, "dc2.jpg"); },
+                    {"dc2.jpg", "corrupt JPEG", "scan at byte", "DC Huffman table 2"});
+  bad[sos + 6] = '\x03';
+  expect_data_error([&] { decode_image(bad, "ac3.jpg"); }, {"ac3.jpg", "AC Huffman table 3"});
+  // The first table's code counts (dht + 5 to dht + 20) made 200 codes of 8
+  // bits and 67 of 16: 267 codes, a prefix code still (stb would build it).
+  bad = good;
+  ASSERT_EQ(bad[dht + 4], '\0');  // DC table 0 first
+  for (int k = 1; k <= 16; ++k) bad[dht + 4 + k] = k == 8 ? char(200) : k == 16 ? char(67) : '\0';
+  expect_data_error([&] { decode_image(bad, "big.jpg"); },
+                    {"big.jpg", "corrupt JPEG", "DC Huffman table 0", "267 codes", "256"});
+  // A segment length past the end of the file.
+  bad = good.substr(0, dht + 2) + "\xFF\xF0" + good.substr(dht + 4);
+  expect_data_error([&] { decode_image(bad, "long.jpg"); },
+                    {"long.jpg", "truncated JPEG", "FFC4 segment at byte"});
+}
+
 // ---- the images format --------------------------------------------------------------------
 
 // class folders b_dog (3 images) and a_cat (2), grey 6x5 PNGs, under `root`.

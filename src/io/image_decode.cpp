@@ -104,6 +104,94 @@ void check_jpeg(const std::string& b, const std::string& path) {
                  "again"));
 }
 
+std::string marker_name(unsigned m) {
+  static const char* hex = "0123456789ABCDEF";
+  return str("FF", hex[(m >> 4) & 15], hex[m & 15]);
+}
+
+// stb_image (Debian's 2.27) decodes a scan with the Huffman tables it names
+// without checking that a DHT segment defined them (it reads uninitialised
+// memory and indexes past its tables), and builds a DHT table of more than
+// 256 codes past the end of its arrays. Both only come from damaged files;
+// they are refused here from a walk over the segments as stb reads them:
+// a marker after any bytes that are not one (stb skips them) and any FF
+// fill, the segment's length, a scan's entropy-coded data up to the next
+// marker other than a stuffed FF 00 or a restart, the end at end-of-image.
+void check_jpeg_tables(const std::string& b, const std::string& path) {
+  const auto* p = reinterpret_cast<const unsigned char*>(b.data());
+  const size_t n = b.size();
+  bool dc[4] = {}, ac[4] = {};
+  bool progressive = false;
+  size_t at = 2;  // after start-of-image
+  while (true) {
+    while (at < n && p[at] != 0xFF) ++at;
+    while (at < n && p[at] == 0xFF) ++at;
+    if (at >= n)
+      fail(path, str("corrupt JPEG: its segments run to the end of the file (", n,
+                     " bytes) without an end-of-image marker; the file is damaged"));
+    const unsigned m = p[at++];
+    const size_t seg = at - 2;
+    if (m == 0xD9) return;
+    if ((m >= 0xD0 && m <= 0xD8) || m == 0x01) continue;  // no length
+    const size_t len = n - at < 2 ? 0 : size_t(p[at]) << 8 | p[at + 1];
+    if (len < 2 || len > n - at)
+      fail(path, str("truncated JPEG: the ", marker_name(m), " segment at byte ", seg,
+                     " runs past the file's end (", n, " bytes); the file is incomplete, copy "
+                     "or export it again"));
+    const unsigned char* s = p + at + 2;
+    const size_t sl = len - 2;
+    at += len;
+    if (m == 0xC0 || m == 0xC1 || m == 0xC2) {
+      progressive = m == 0xC2;
+    } else if (m == 0xC4) {
+      for (size_t i = 0; i < sl;) {
+        if (sl - i < 17)
+          fail(path, str("corrupt JPEG: the Huffman table segment at byte ", seg,
+                         " ends inside a table's code counts; the file is damaged"));
+        const unsigned tc = s[i] >> 4, th = s[i] & 15;
+        size_t codes = 0;
+        for (int k = 1; k <= 16; ++k) codes += s[i + k];
+        if (tc > 1 || th > 3)
+          fail(path, str("corrupt JPEG: the Huffman table segment at byte ", seg, " defines "
+                         "table class ", tc, " number ", th, "; JPEG has classes 0-1 and "
+                         "numbers 0-3; the file is damaged"));
+        if (codes > 256)
+          fail(path, str("corrupt JPEG: ", tc ? "AC" : "DC", " Huffman table ", th,
+                         " (segment at byte ", seg, ") has ", codes, " codes; a table holds at "
+                         "most 256; the file is damaged"));
+        if (sl - i - 17 < codes)
+          fail(path, str("corrupt JPEG: ", tc ? "AC" : "DC", " Huffman table ", th,
+                         " (segment at byte ", seg, ") has ", codes, " codes but its segment "
+                         "ends before their values; the file is damaged"));
+        (tc ? ac : dc)[th] = true;
+        i += 17 + codes;
+      }
+    } else if (m == 0xDA) {
+      const size_t ns = sl ? s[0] : 0;
+      if (ns < 1 || ns > 4 || sl != 4 + 2 * ns)
+        fail(path, str("corrupt JPEG: the scan header at byte ", seg, " is ", sl + 2,
+                       " bytes for ", ns, " components; the file is damaged"));
+      const unsigned ss = s[1 + 2 * ns], ah = s[3 + 2 * ns] >> 4;
+      // Baseline scans decode with both tables; a progressive scan with the
+      // DC table in a first DC pass, with the AC table in an AC pass.
+      const bool uses_dc = !progressive || (ss == 0 && ah == 0);
+      const bool uses_ac = !progressive || ss > 0;
+      for (size_t c = 0; c < ns; ++c) {
+        const unsigned td = s[2 + 2 * c] >> 4, ta = s[2 + 2 * c] & 15;
+        const bool dc_missing = uses_dc && (td > 3 || !dc[td]);
+        if (dc_missing || (uses_ac && (ta > 3 || !ac[ta])))
+          fail(path, str("corrupt JPEG: the scan at byte ", seg, " decodes component ",
+                         int(s[1 + 2 * c]), " with ", dc_missing ? "DC" : "AC",
+                         " Huffman table ", dc_missing ? td : ta, ", which no segment "
+                         "before it defines; the file is damaged"));
+      }
+      while (at + 1 < n && !(p[at] == 0xFF && p[at + 1] != 0 && p[at + 1] != 0xFF &&
+                             (p[at + 1] < 0xD0 || p[at + 1] > 0xD7)))
+        ++at;
+    }
+  }
+}
+
 // The uncompressed pixel array must lie inside the file (stb would read
 // zeros past its end).
 void check_bmp(const std::string& b, const std::string& path) {
@@ -158,6 +246,7 @@ ImageHeader image_header(const std::string& b, const std::string& path, int64_t 
   } else if (starts_with(b, "\xFF\xD8\xFF", 3)) {
     h.kind = ImageKind::kJpeg;
     check_jpeg(b, path);
+    check_jpeg_tables(b, path);
   } else if (starts_with(b, "BM", 2)) {
     h.kind = ImageKind::kBmp;
     check_bmp(b, path);

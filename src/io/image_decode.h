@@ -10,6 +10,9 @@
 //   * PNG: every chunk lies inside the file, its CRC matches, the first is
 //     IHDR and an IEND ends the image;
 //   * JPEG: an end-of-image marker follows the last start-of-scan marker;
+//     every segment lies inside the file, no Huffman table holds more than
+//     256 codes and every scan decodes with tables defined before it (stb
+//     2.27 reads out of bounds otherwise);
 //   * BMP: the pixel array the header describes lies inside the file.
 // A 16-bit PNG is reduced to 8 bits (its high bytes); a palette is expanded.
 //
