@@ -253,6 +253,12 @@ std::string with(std::string yaml, const std::string& from, const std::string& t
 
 std::string fold_off(const char* yaml) { return with(yaml, "seed: 4}", "seed: 4, fold_upsample: false}"); }
 
+// kFoldAe with a 5×5 pad-2 conv5: the thin fold of a 5×5 filter.
+std::string fold_ae_k5() {
+  return with(kFoldAe, "out_channels: 1, kernel: 3, padding: 1}",
+              "out_channels: 1, kernel: 5, padding: 2}");
+}
+
 std::unique_ptr<Model> build_fold(const std::string& yaml, Impl impl = Impl::kIm2col) {
   return Model::build(parse_config(yaml, "t.yaml"), impl, Shape(1, 1, 28, 28), 10);
 }
@@ -343,30 +349,34 @@ TEST(GpuUpsampleFold, FoldsTheUpsampleBeforeAWideConv) {
 // conv4 reaches conv1..conv3) agree with the separate layers' to rounding
 // (1e-3 for the gradients leaves room for a relu4 mask bit that flips where
 // conv4's output rounds across 0; a wrong fold or mask is off by order 1).
+// With a 3×3 conv5 and with a 5×5 one (the thin fold of a 5×5 filter).
 TEST(GpuUpsampleFold, OneStepMatchesTheSeparateLayers) {
   HPMC_REQUIRE_GPU();
-  auto folded = build_fold(kFoldAe), plain = build_fold(fold_off(kFoldAe));
-  ASSERT_TRUE(folds(*folded));
-  ASSERT_FALSE(folds(*plain));
-  Rng rng(14);
-  const Tensor x = testing::random_tensor(Shape(8, 1, 28, 28), rng, 0, 1).to_device(Device::kGPU);
-  const Tensor dy = testing::random_tensor(Shape(8, 1, 28, 28), rng).to_device(Device::kGPU);
-  Tensor out[2], grads[2];
-  Model* models[2] = {folded.get(), plain.get()};
-  for (int k = 0; k < 2; ++k) {
-    Model& m = *models[k];
-    m.params().init(5);
-    m.allocate(8);
-    m.params().zero_grads();
-    out[k] = m.forward(x).to_device(Device::kCPU);
-    m.backward(x, dy);
-    grads[k] = m.params().grads().to_device(Device::kCPU);
-  }
-  EXPECT_LE(rel_norm(out[0].data<float>(), out[1].data<float>(), out[0].numel()), 1e-5);
-  for (const ParamEntry& e : folded->params().entries()) {
-    const float* a = grads[0].data<float>() + e.offset;
-    const float* b = grads[1].data<float>() + e.offset;
-    EXPECT_LE(rel_norm(a, b, e.count), 1e-3) << e.name;
+  for (const std::string& yaml : {std::string(kFoldAe), fold_ae_k5()}) {
+    SCOPED_TRACE(yaml.find("kernel: 5") == std::string::npos ? "3x3 conv5" : "5x5 conv5");
+    auto folded = build_fold(yaml), plain = build_fold(fold_off(yaml.c_str()));
+    ASSERT_TRUE(folds(*folded));
+    ASSERT_FALSE(folds(*plain));
+    Rng rng(14);
+    const Tensor x = testing::random_tensor(Shape(8, 1, 28, 28), rng, 0, 1).to_device(Device::kGPU);
+    const Tensor dy = testing::random_tensor(Shape(8, 1, 28, 28), rng).to_device(Device::kGPU);
+    Tensor out[2], grads[2];
+    Model* models[2] = {folded.get(), plain.get()};
+    for (int k = 0; k < 2; ++k) {
+      Model& m = *models[k];
+      m.params().init(5);
+      m.allocate(8);
+      m.params().zero_grads();
+      out[k] = m.forward(x).to_device(Device::kCPU);
+      m.backward(x, dy);
+      grads[k] = m.params().grads().to_device(Device::kCPU);
+    }
+    EXPECT_LE(rel_norm(out[0].data<float>(), out[1].data<float>(), out[0].numel()), 1e-5);
+    for (const ParamEntry& e : folded->params().entries()) {
+      const float* a = grads[0].data<float>() + e.offset;
+      const float* b = grads[1].data<float>() + e.offset;
+      EXPECT_LE(rel_norm(a, b, e.count), 1e-3) << e.name;
+    }
   }
 }
 

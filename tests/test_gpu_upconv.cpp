@@ -1,18 +1,19 @@
 // The upsample fold (src/layers/gpu/conv2d_kernels.h, implicit::upconv_*, and
 // implicit_conv.h, implicit_detail::upconv_*): a nearest-neighbour ×2 upsample
-// followed by a 3×3, stride-1, pad-1 convolution, computed without forming the
-// upsampled tensor, against double-precision loops written here that DO form
-// it: up = up2(x_low), y = conv(up, w) + b, dx_low = up2_backward(conv_T(dy,
-// w)), dw += corr(up, dy), db += Σ dy, with the fused ReLU and every other
-// epilogue activation (forward; act_testing.h) and the ReLU mask (backward_data). Both folds: the GEMM fold (C % 8 == 0, K % 8 ==
-// 0, K > 4) and the thin fold (1 ≤ K ≤ 4, any C). Shapes: every
-// low-resolution size from 1×1 up, odd and rectangular ones, batch 1, C and K
-// at the GEMM rule's multiples of 8 and K = 136 (two 128-wide column tiles),
-// K = 1 … 4 with odd C, the autoencoders' decoder layers; every tile
-// configuration and split of the GEMM fold's planned variants; determinism,
-// NaN / inf-poisoned outputs, accumulation, the upconv_applies rule; and the
-// fold's error against that of the direct path (im2col on the explicitly
-// upsampled input).
+// followed by a 3×3, stride-1, pad-1 convolution (or, in the thin fold, a 5×5
+// pad-2 one), computed without forming the upsampled tensor, against
+// double-precision loops written here that DO form it: up = up2(x_low),
+// y = conv(up, w) + b, dx_low = up2_backward(conv_T(dy, w)), dw += corr(up,
+// dy), db += Σ dy, with the fused ReLU and every other epilogue activation
+// (forward; act_testing.h) and the ReLU mask (backward_data). Both folds: the
+// GEMM fold (C % 8 == 0, K % 8 == 0, K > 4) and the thin fold (1 ≤ K ≤ 4, any
+// C). Shapes: every low-resolution size from 1×1 up, odd and rectangular
+// ones, batch 1, C and K at the GEMM rule's multiples of 8 and K = 136 (two
+// 128-wide column tiles), K = 1 … 4 with odd C, the autoencoders' decoder
+// layers; every tile configuration and split of the GEMM fold's planned
+// variants; determinism, NaN / inf-poisoned outputs, accumulation, the
+// upconv_applies rule; and the fold's error against that of the direct path
+// (im2col on the explicitly upsampled input).
 //
 // Device arrays sit between guard zones (as in test_gpu_implicit.cpp): inputs'
 // guards hold NaN (a read past either end poisons a result), outputs' a
@@ -93,13 +94,14 @@ std::unique_ptr<DevArray> output(size_t n, float poison = kNaN) {
 // Low resolution h×w; the convolution runs on H×W = 2h×2w.
 struct UpCase {
   int N, C, h, w, K;
-  Conv2dShape shape() const { return make_conv2d_shape(N, C, 2 * h, 2 * w, K, 3, 3, 1, 1); }
+  int R = 3;  // the filter: 3×3 pad 1, or 5×5 pad 2 (the thin fold only)
+  Conv2dShape shape() const { return make_conv2d_shape(N, C, 2 * h, 2 * w, K, R, R, 1, R / 2); }
   size_t low_count() const { return size_t(N) * C * h * w; }
 };
 
 std::string describe(const UpCase& u) {
   return str("N=", u.N, " C=", u.C, " h×w=", u.h, "×", u.w, " (conv on ", 2 * u.h, "×",
-             2 * u.w, ") K=", u.K);
+             2 * u.w, ") K=", u.K, " ", u.R, "×", u.R);
 }
 
 // ---- double-precision references, with Σ|terms| per element -----------------------------
@@ -511,6 +513,14 @@ TEST(GpuUpconv, AppliesRule) {
   EXPECT_TRUE(imp::upconv_applies(sh(2, 16, 8, 10, 3, 3, 3, 1, 1)));    // K = 3: the thin fold
   EXPECT_TRUE(imp::upconv_applies(sh(2, 3, 8, 10, 1, 3, 3, 1, 1)));     // thin: any C
   EXPECT_FALSE(imp::upconv_applies(sh(2, 3, 8, 10, 3, 3, 3, 2, 1)));    // thin, stride 2
+  EXPECT_TRUE(imp::upconv_applies(sh(2, 16, 8, 10, 3, 5, 5, 1, 2)));    // thin 5×5 pad 2
+  EXPECT_TRUE(imp::upconv_applies(sh(1, 1, 2, 2, 4, 5, 5, 1, 2)));      // thin 5×5, 1×1 low
+  EXPECT_FALSE(imp::upconv_applies(sh(2, 16, 8, 10, 3, 5, 5, 1, 1)));   // thin 5×5 pad 1
+  EXPECT_FALSE(imp::upconv_applies(sh(2, 16, 8, 10, 3, 5, 5, 2, 2)));   // thin 5×5, stride 2
+  EXPECT_FALSE(imp::upconv_applies(sh(2, 16, 8, 10, 3, 5, 3, 1, 2)));   // thin 5×3
+  EXPECT_FALSE(imp::upconv_applies(sh(2, 16, 8, 10, 3, 7, 7, 1, 3)));   // thin 7×7
+  EXPECT_FALSE(imp::upconv_applies(sh(2, 16, 7, 10, 3, 5, 5, 1, 2)));   // thin 5×5, H odd
+  EXPECT_FALSE(imp::upconv_applies(sh(2, 16, 8, 10, 8, 5, 5, 1, 2)));   // 5×5, K > 4
   EXPECT_FALSE(imp::upconv_applies(sh(2, 16, 8, 10, 0, 3, 3, 1, 1)));   // K = 0 (≡ 0 mod 8)
   EXPECT_FALSE(imp::upconv_applies(sh(2, 16, 7, 10, 24, 3, 3, 1, 1)));  // H odd
   EXPECT_FALSE(imp::upconv_applies(sh(2, 16, 8, 9, 24, 3, 3, 1, 1)));   // W odd
@@ -534,26 +544,33 @@ TEST(GpuUpconv, SmallShapes) {
       check_upconv({Ns[(j + 2 * c) % 3], Cs[c], hw[j][0], hw[j][1], Ks[(j + c) % 4]}, seed++);
 }
 
-// The thin fold (K ≤ 4, any C; its own kernels): every K from 1 to 4 with odd
-// and small channel counts, batch 1, every low-resolution size of SmallShapes
-// (odd widths: a row's last pair holds one pixel); a channel count past one
-// backward-data block (70 > 32) and not a multiple of the forward's 8 warps;
-// weight gradients of several slices (4 for 8×20×16×16; 3 for 9×9×13×11, whose
-// odd rows leave a last band of one row); and the CIFAR autoencoder's conv5 (up2 256×16×16 → 32×32,
-// conv 256 → 3) at batch 2, whose forward warps stage their 32 channels in two
-// rounds.
+// The thin fold (K ≤ 4, any C; its own kernels), with a 3×3 and with a 5×5
+// filter: every K from 1 to 4 with odd and small channel counts, batch 1,
+// every low-resolution size of SmallShapes (odd widths: a row's last pair
+// holds one pixel; 1×1 and 1×3: every tap of a 5×5 parity's window at a
+// border); a channel count past one backward-data block (70 > 32) and not a
+// multiple of the forward's 8 warps (nor of the 5×5 forward's 8-channel
+// staging rounds); weight gradients of several slices (4 for 8×20×16×16; 3
+// for 9×9×13×11, whose odd rows leave a last band of one row); and the
+// autoencoders' last layer (up2 256×16×16 → 32×32, conv 256 → 3: the CIFAR
+// one's 3×3 and the 5×5 sweep model's) at batch 2, whose forward warps stage
+// their 32 channels in two (3×3) or four (5×5) rounds.
 TEST(GpuUpconv, ThinShapes) {
   HPMC_REQUIRE_GPU();
   const int hw[][2] = {{1, 1}, {1, 3}, {3, 5}, {5, 3}, {7, 7}, {8, 8}, {9, 4}};
   const int Cs[] = {1, 3, 5, 8}, Ks[] = {1, 2, 3, 4}, Ns[] = {1, 2, 3};
   uint64_t seed = 150;
-  for (int j = 0; j < 7; ++j)
-    for (int c = 0; c < 4; ++c)
-      check_upconv({Ns[(j + 2 * c) % 3], Cs[c], hw[j][0], hw[j][1], Ks[(j + c) % 4]}, seed++);
-  check_upconv({2, 70, 5, 6, 3}, seed++);
-  check_upconv({8, 20, 16, 16, 3}, seed++);
-  check_upconv({9, 9, 13, 11, 2}, seed++);
-  check_upconv({2, 256, 16, 16, 3}, seed++);
+  for (int R : {3, 5}) {
+    for (int j = 0; j < 7; ++j)
+      for (int c = 0; c < 4; ++c)
+        check_upconv({Ns[(j + 2 * c) % 3], Cs[c], hw[j][0], hw[j][1], Ks[(j + c) % 4], R},
+                     seed++);
+    check_upconv({2, 70, 5, 6, 3, R}, seed++);
+    check_upconv({8, 20, 16, 16, 3, R}, seed++);
+    check_upconv({9, 9, 13, 11, 2, R}, seed++);
+    check_upconv({2, 256, 16, 16, 3, R}, seed++);
+    check_upconv({1, 37, 6, 2, 4, R}, seed++);
+  }
 }
 
 // The decoders' folded layers at batch 4: the CIFAR autoencoder's conv4 (up1
@@ -586,13 +603,16 @@ TEST(GpuUpconv, AutoencoderShapes) {
 // backward_data max ratio exceeded 2 for 17% of shapes × seeds, and reached
 // 3.1, while the RMS ratio stayed within 1.1 … 1.5). db (K values) is printed
 // only. The figures (max and RMS, fold and direct) are printed and recorded
-// as test properties.
+// as test properties. A 5×5 filter's thin fold: chains of 9/25 the length
+// with summed weights of σ·1.67 (forward ≈ 0.6·sqrt(…)); backward_data 36·K
+// terms in one chain against four chains of 25·K (≈ 1.2·sqrt(…)).
 TEST(GpuUpconv, AccuracyNotWorseThanDirect) {
   HPMC_REQUIRE_GPU();
   uint64_t seed = 300;
   for (const UpCase& uc : std::vector<UpCase>{
            {4, 128, 8, 8, 256}, {4, 16, 7, 7, 32}, {2, 40, 9, 4, 40}, {3, 8, 5, 3, 16},
-           {2, 256, 16, 16, 3}, {3, 5, 5, 3, 2}}) {  // the last two: the thin fold
+           {2, 256, 16, 16, 3}, {3, 5, 5, 3, 2},  // the thin fold, 3×3 and 5×5
+           {2, 256, 16, 16, 3, 5}, {3, 5, 5, 3, 2, 5}, {2, 9, 7, 6, 4, 5}}) {
     SCOPED_TRACE(describe(uc));
     const Fixture f(uc, seed++);
     const Conv2dShape& s = f.s;
@@ -672,7 +692,7 @@ TEST(GpuUpconv, AccuracyNotWorseThanDirect) {
               << std::fixed << (max_dir > 0 ? max_fold / max_dir : 0.0) << ")";
       line << " " << o.name << " " << figures.str() << ";";
       ::testing::Test::RecordProperty(
-          str("N", uc.N, "_C", uc.C, "_", uc.h, "x", uc.w, "_K", uc.K, "_", o.name),
+          str("N", uc.N, "_C", uc.C, "_", uc.h, "x", uc.w, "_K", uc.K, "_R", uc.R, "_", o.name),
           figures.str());
     }
     std::cout << line.str() << std::endl;
@@ -689,7 +709,7 @@ TEST(GpuUpconv, Deterministic) {
   uint64_t seed = 400;
   for (const UpCase& uc : std::vector<UpCase>{
            {4, 128, 8, 8, 256}, {2, 256, 16, 16, 128}, {3, 24, 9, 4, 40}, {1, 8, 1, 1, 8},
-           {2, 256, 16, 16, 3}, {1, 5, 3, 5, 1}}) {
+           {2, 256, 16, 16, 3}, {1, 5, 3, 5, 1}, {2, 256, 16, 16, 3, 5}, {1, 5, 3, 5, 4, 5}}) {
     const Conv2dShape s = uc.shape();
     SCOPED_TRACE(describe(uc));
     Rng rng(seed++);
@@ -733,7 +753,8 @@ TEST(GpuUpconv, PoisonedOutputsFullyOverwritten) {
   for (float poison : {kNaN, std::numeric_limits<float>::infinity()}) {
     uint64_t seed = 500;
     for (const UpCase& uc :
-         std::vector<UpCase>{{2, 16, 5, 3, 24}, {1, 8, 1, 3, 136}, {2, 70, 5, 3, 3}}) {
+         std::vector<UpCase>{{2, 16, 5, 3, 24}, {1, 8, 1, 3, 136}, {2, 70, 5, 3, 3},
+                             {2, 70, 5, 3, 3, 5}}) {
       SCOPED_TRACE(describe(uc) + " poison=" + std::to_string(poison));
       const Fixture f(uc, seed++);
       auto x_in = input(f.x), w_in = input(f.w), b_in = input(f.b), dy_in = input(f.dy),
@@ -760,7 +781,8 @@ TEST(GpuUpconv, BackwardParamsAccumulates) {
   HPMC_REQUIRE_GPU();
   uint64_t seed = 600;
   for (const UpCase& uc : std::vector<UpCase>{{1, 8, 1, 1, 8}, {2, 16, 5, 3, 24},
-                                              {4, 128, 8, 8, 256}, {3, 7, 4, 5, 4}}) {
+                                              {4, 128, 8, 8, 256}, {3, 7, 4, 5, 4},
+                                              {3, 7, 4, 5, 4, 5}}) {
     SCOPED_TRACE(describe(uc));
     const Fixture f(uc, seed++);
     auto x_in = input(f.x), dy_in = input(f.dy);

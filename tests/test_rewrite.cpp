@@ -414,8 +414,9 @@ TEST(GpuRewrite, EpilogueActivationsAndWhoTakesTheirBackward) {
             "p's backward not in p1: prelu's backward is not a mask (only relu's is)\n");
 }
 
-// The fold takes a nearest ×2 upsample into an im2col 3×3 pad-1 conv of the
-// shapes implicit::upconv_applies takes, and says why not otherwise.
+// The fold takes a nearest ×2 upsample into an im2col 3×3 pad-1 conv (or a
+// 5×5 pad-2 one of at most 4 outputs) of the shapes implicit::upconv_applies
+// takes, and says why not otherwise.
 TEST(GpuRewrite, TheFoldTakesWhatItsKernelsTake) {
   struct Case {
     RewriteNode upsample, conv;
@@ -426,6 +427,9 @@ TEST(GpuRewrite, TheFoldTakesWhatItsKernelsTake) {
       {up("u"), conv("c", 16, 32, 12, 12), ""},
       {up("u"), conv("c", 8, 1, 12, 12), ""},  // the thin fold: K ≤ 4, any C
       {up("u"), conv("c", 5, 3, 12, 12), ""},
+      {up("u"), conv("c", 256, 3, 12, 12, true, 5, 2), ""},  // the thin fold of a 5×5
+      {up("u"), conv("c", 8, 8, 12, 12, true, 5, 2), "is not a shape the fold takes"},  // 5×5, K > 4
+      {up("u"), conv("c", 8, 3, 12, 12, true, 5, 1), "is not a shape the fold takes"},  // 5×5 p1
       {up("u"), conv("c", 8, 8, 12, 12, /*im2col=*/false), "c runs impl naive; the fold is an im2col kernel"},
       {up("u"), conv("c", 4, 8, 12, 12), "is not a shape the fold takes"},  // C % 8
       {up("u"), conv("c", 8, 8, 12, 12, true, 3, 0), "is not a shape the fold takes"},  // pad 0
@@ -564,7 +568,12 @@ TEST(FusedSpec, RefusesStepsThatDoNotMakeAFusedLayer) {
   ChainStep five = conv_step("c", 3, 8, Activation::none(), 2);
   five.conv.kernel = 5;
   five.conv.padding = 2;
-  EXPECT_NE(spec_error({five, p}).find("3x3 stride-1 pad-1"), std::string::npos);
+  EXPECT_EQ(spec_error({five, p}), "(no error)");  // the thin fold's 5×5 pad 2
+  five.conv.padding = 1;
+  EXPECT_NE(spec_error({five, p}).find("3x3 pad-1 or 5x5 pad-2 stride-1"), std::string::npos);
+  five.conv.kernel = 7;
+  five.conv.padding = 3;
+  EXPECT_NE(spec_error({five, p}).find("3x3 pad-1 or 5x5 pad-2 stride-1"), std::string::npos);
   ChainStep unfolded_mask = conv_step("d", 8, 8);
   unfolded_mask.mask_input = true;
   EXPECT_NE(spec_error({conv_step("c", 3, 8, Activation::relu()), unfolded_mask})

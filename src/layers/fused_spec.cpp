@@ -9,8 +9,12 @@ namespace hpmc {
 namespace {
 
 // The share of the unfolded multiply-adds that the upsample fold runs: a 2×2
-// instead of a 3×3 kernel per output pixel (conv2d_kernels.h, upconv_*).
-constexpr double kFoldShare = 4.0 / 9.0;
+// instead of a 3×3 kernel per output pixel, a 3×3 instead of a 5×5 one
+// (conv2d_kernels.h, upconv_*).
+double fold_share(const ChainStep& s) {
+  if (s.fold == 1) return 1.0;
+  return s.conv.kernel == 5 ? 9.0 / 25.0 : 4.0 / 9.0;
+}
 
 std::string joined(const std::vector<ChainStep>& steps, const char* sep) {
   std::string s;
@@ -42,8 +46,9 @@ void check_steps(const std::vector<ChainStep>& steps, const std::string& who) {
       case ChainStep::Kind::kConv:
         if (s.owner.empty()) fail(i, "a conv step without its layer's name");
         if (s.fold != 1 && s.fold != 2) fail(i, str("a fold of x", s.fold, " (only x2 folds)"));
-        if (s.fold == 2 && (s.conv.kernel != 3 || s.conv.stride != 1 || s.conv.padding != 1))
-          fail(i, str("the upsample fold takes a 3x3 stride-1 pad-1 conv2d, not ",
+        if (s.fold == 2 && !(s.conv.stride == 1 && ((s.conv.kernel == 3 && s.conv.padding == 1) ||
+                                                     (s.conv.kernel == 5 && s.conv.padding == 2))))
+          fail(i, str("the upsample fold takes a 3x3 pad-1 or 5x5 pad-2 stride-1 conv2d, not ",
                       conv2d_describe(s.conv)));
         if (s.mask_input && s.fold != 2)
           fail(i, "only a folded conv applies the mask of the ReLU before it");
@@ -179,7 +184,7 @@ double FusedChainSpec::forward_flops(const Shape& in) const {
   for (const ChainStep& s : steps_) {
     if (s.kind == ChainStep::Kind::kConv) {
       const Shape up = s.fold > 1 ? upsample2d_output_shape(s.fold, cur) : cur;
-      f += conv2d_forward_flops(s.conv, up) * (s.fold > 1 ? kFoldShare : 1.0);
+      f += conv2d_forward_flops(s.conv, up) * fold_share(s);
     }
     if (s.kind == ChainStep::Kind::kLinear) f += linear_forward_flops(s.linear, cur);
     cur = chain_step_output(s, cur);
@@ -195,7 +200,7 @@ double FusedChainSpec::backward_flops(const Shape& in, bool input_grad) const {
     if (s.kind == ChainStep::Kind::kConv) {
       const Shape up = s.fold > 1 ? upsample2d_output_shape(s.fold, cur) : cur;
       const bool dx = grad_target(i) > 0 || input_grad;
-      f += conv2d_backward_flops(s.conv, up, dx) * (s.fold > 1 ? kFoldShare : 1.0);
+      f += conv2d_backward_flops(s.conv, up, dx) * fold_share(s);
     }
     if (s.kind == ChainStep::Kind::kLinear)
       f += linear_backward_flops(s.linear, cur, grad_target(i) > 0 || input_grad);

@@ -12,7 +12,7 @@
 //
 //   conv      a conv2d, optionally with the nearest ×2 upsample before it
 //             folded in (`fold` = 2: the step's input is the upsample's
-//             input; 3×3, stride 1, pad 1 only) and optionally the
+//             input; 3×3 pad 1 or 5×5 pad 2, stride 1) and optionally the
 //             activation after it applied in its epilogue (`act`)
 //   linear    a linear layer, optionally with the activation after it in
 //             its epilogue (`act`); tf32 and bf16 only (the tensor-core
@@ -73,9 +73,9 @@ class FusedChainSpec : public Layer {
   static const LayerSchema& static_schema();
   // Throws RuntimeError for steps that do not make a fused layer (see
   // check_steps in fused_spec.cpp: a mask on a step that cannot apply it or
-  // without a ReLU before it, a fold other than a 3×3 pad-1 stride-1 conv's,
-  // a prelu, an activation step whose backward no step takes ...). The name
-  // is the config layers' names joined by '+'.
+  // without a ReLU before it, a fold other than a 3×3 pad-1 or 5×5 pad-2
+  // stride-1 conv's, a prelu, an activation step whose backward no step
+  // takes ...). The name is the config layers' names joined by '+'.
   explicit FusedChainSpec(std::vector<ChainStep> steps);
 
   const LayerSchema& schema() const override { return static_schema(); }
@@ -84,9 +84,9 @@ class FusedChainSpec : public Layer {
   // "conv1.weight", "conv1.bias", ...: the names carry the layers'.
   std::vector<ParamSpec> param_specs() const override;
   std::string param_prefix() const override { return ""; }
-  // The conv and linear steps' multiply-adds, a folded conv's 4/9 of the unfolded
-  // convolution's (what runs, conv2d_kernels.h); the first step that writes an
-  // input gradient counts one only when input_grad.
+  // The conv and linear steps' multiply-adds, a folded conv's 4/9 (5×5: 9/25)
+  // of the unfolded convolution's (what runs, conv2d_kernels.h); the first
+  // step that writes an input gradient counts one only when input_grad.
   double forward_flops(const Shape& in) const override;
   double backward_flops(const Shape& in, bool input_grad) const override;
 

@@ -138,7 +138,8 @@ class Matcher {
       why = str(conv.name, " (", conv.conv.in_channels, "->", conv.conv.out_channels, " ",
                 conv2d_describe(conv.conv), " on ", conv.in.h, "x", conv.in.w,
                 ") is not a shape the fold takes: 3x3 s1 p1 on an even map, with in and out "
-                "channels multiples of 8 (out more than 4), or at most 4 out channels");
+                "channels multiples of 8 (out more than 4), or at most 4 out channels (3x3 s1 "
+                "p1 or 5x5 s1 p2)");
     if (why.empty()) return true;
     decline(what, why);
     return false;

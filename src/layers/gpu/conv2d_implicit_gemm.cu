@@ -108,8 +108,8 @@
 // (implicit_thin_input_kernels.cuh; in bf16 on tensor cores): the weight
 // gradient reads each pixel's dy once for 256 output channels, its slices
 // summed by thin_input_reduce_kernel.
-// The fold of a thin convolution (K ≤ 4) has kernels of its own too
-// (upconv_thin_*, implicit_upconv_kernels.cuh; described there).
+// The fold of a thin convolution (K ≤ 4; 3×3 pad 1 or 5×5 pad 2) has kernels of
+// its own too (upconv_thin_*, implicit_upconv_kernels.cuh; described there).
 //
 // ---- upsample fold (implicit::upconv_*, implicit_upconv_kernels.cuh) ------------------
 // A nearest ×2 upsample followed by a 3×3 pad-1 stride-1 convolution: output pixel
@@ -1435,20 +1435,29 @@ UpArgs checked_thin_args(const Conv2dShape& s) {
   return make_up_args(s);
 }
 
+// f(R, KC) with the filter size and output channels as constants.
 template <class F>
-void with_thin_k(int K, F&& f) {
-  switch (K) {
-    case 1: f(std::integral_constant<int, 1>{}); return;
-    case 2: f(std::integral_constant<int, 2>{}); return;
-    case 3: f(std::integral_constant<int, 3>{}); return;
-    case 4: f(std::integral_constant<int, 4>{}); return;
-  }
-  throw RuntimeError(str("implicit conv2d: thin upsample fold with K = ", K));
+void with_thin_rk(int R, int K, F&& f) {
+  const auto with_k = [&](auto r) {
+    switch (K) {
+      case 1: f(r, std::integral_constant<int, 1>{}); return;
+      case 2: f(r, std::integral_constant<int, 2>{}); return;
+      case 3: f(r, std::integral_constant<int, 3>{}); return;
+      case 4: f(r, std::integral_constant<int, 4>{}); return;
+    }
+    throw RuntimeError(str("implicit conv2d: thin upsample fold with K = ", K));
+  };
+  if (R == 3) return with_k(std::integral_constant<int, 3>{});
+  if (R == 5) return with_k(std::integral_constant<int, 5>{});
+  throw RuntimeError(str("implicit conv2d: thin upsample fold of a ", R, "x", R, " filter"));
 }
 
-// The packed summed filters, 16·K·C floats at the start of ws.
-const float4* thin_fold_weights(const UpArgs& a, const float* w, float* ws) {
-  upconv_thin_weights_kernel<<<grid_stride_blocks(16ll * a.K * a.C), 256>>>(w, a.K, a.C, ws);
+// The packed summed filters, PT·K·C floats in the scratch buffer.
+template <int R>
+const float4* thin_fold_weights(const UpArgs& a, const float* w) {
+  const long long count = (long long)kFoldPT<R> * a.K * a.C;
+  float* ws = scratch().get(size_t(count));
+  upconv_thin_weights_kernel<R><<<grid_stride_blocks(count), 256>>>(w, a.K, a.C, ws);
   HPMC_CUDA_LAUNCH_CHECK("thin upsample fold (summed filters)");
   return reinterpret_cast<const float4*>(ws);
 }
@@ -1462,12 +1471,13 @@ void thin_fold_forward(const Conv2dShape& s, const float* x_low, const float* w,
   const UpArgs a = checked_thin_args(s);
   if (a.M == 0) return;
   const long long gx = (a.Mp + 31) / 32;
-  const float4* wc = thin_fold_weights(a, w, scratch().get(16 * size_t(a.K) * size_t(a.C)));
   check_grid("thin upsample fold forward", gx);
   const bool vec = a.w % 2 == 0 && aligned16(y);
-  with_thin_k(a.K, [&](auto kc) {
-    constexpr int KC = decltype(kc)::value;
-    upconv_thin_fwd_kernel<KC><<<unsigned(gx), kThinFoldThreads>>>(a, x_low, wc, b, relu, vec, y);
+  with_thin_rk(s.R, a.K, [&](auto r, auto kc) {
+    constexpr int R = decltype(r)::value, KC = decltype(kc)::value;
+    const float4* wc = thin_fold_weights<R>(a, w);
+    upconv_thin_fwd_kernel<R, KC>
+        <<<unsigned(gx), kThinFoldThreads>>>(a, x_low, wc, b, relu, vec, y);
   });
   HPMC_CUDA_LAUNCH_CHECK("thin upsample fold forward");
   if (!act.is_plain())
@@ -1481,12 +1491,12 @@ void thin_fold_backward_data(const Conv2dShape& s, const float* dy, const float*
   if (a.M == 0) return;
   const long long gx = (a.Mp + kThinFoldThreads - 1) / kThinFoldThreads;
   const int gy = (a.C + kThinFoldChannels - 1) / kThinFoldChannels;
-  const float4* wc = thin_fold_weights(a, w, scratch().get(16 * size_t(a.K) * size_t(a.C)));
   check_grid("thin upsample fold backward_data", gx);
   const bool vec = a.w % 2 == 0 && aligned8(dx_low) && (!relu_mask || aligned8(relu_mask));
-  with_thin_k(a.K, [&](auto kc) {
-    constexpr int KC = decltype(kc)::value;
-    upconv_thin_dgrad_kernel<KC><<<dim3(unsigned(gx), unsigned(gy)), kThinFoldThreads>>>(
+  with_thin_rk(s.R, a.K, [&](auto r, auto kc) {
+    constexpr int R = decltype(r)::value, KC = decltype(kc)::value;
+    const float4* wc = thin_fold_weights<R>(a, w);
+    upconv_thin_dgrad_kernel<R, KC><<<dim3(unsigned(gx), unsigned(gy)), kThinFoldThreads>>>(
         a, dy, wc, relu_mask, vec, dx_low);
   });
   HPMC_CUDA_LAUNCH_CHECK("thin upsample fold backward_data");
@@ -1500,20 +1510,22 @@ void thin_fold_backward_params(const Conv2dShape& s, const float* x_low, const f
   long long want = std::max(1ll, kThinFoldBlocks / gx);  // rounded down: one wave
   want = std::min<long long>({want, std::max(1ll, (long long)a.Mu / kThinFoldMinUnits), 65535});
   const int per = int((a.Mu + want - 1) / want), slices = (a.Mu + per - 1) / per;
-  const long long stride = (16ll * a.C + kThinFoldWarps) * a.K;
+  const long long pt = s.R == 3 ? kFoldPT<3> : kFoldPT<5>;
+  const long long stride = (pt * a.C + kThinFoldWarps) * a.K;
   float* ws = scratch().get(size_t(slices) * size_t(stride));
   check_grid("thin upsample fold backward_params", gx);
   const bool vec = a.w % 2 == 0 && aligned16(dy);
-  with_thin_k(a.K, [&](auto kc) {
-    constexpr int KC = decltype(kc)::value;
-    upconv_thin_wgrad_kernel<KC><<<dim3(unsigned(gx), unsigned(slices)), kThinFoldThreads>>>(
+  const long long elems = (long long)s.R * s.R * a.K * a.C + a.K;
+  const unsigned rblocks =
+      unsigned(std::min<long long>((elems + kThinReduceThreads - 1) / kThinReduceThreads, 65535));
+  with_thin_rk(s.R, a.K, [&](auto r, auto kc) {
+    constexpr int R = decltype(r)::value, KC = decltype(kc)::value;
+    upconv_thin_wgrad_kernel<R, KC><<<dim3(unsigned(gx), unsigned(slices)), kThinFoldThreads>>>(
         a, x_low, dy, per, vec, ws);
+    HPMC_CUDA_LAUNCH_CHECK("thin upsample fold backward_params");
+    upconv_thin_wgrad_reduce_kernel<R>
+        <<<rblocks, kThinReduceThreads>>>(ws, slices, a.K, a.C, dw, db);
   });
-  HPMC_CUDA_LAUNCH_CHECK("thin upsample fold backward_params");
-  const long long elems = 9ll * a.K * a.C + a.K;
-  upconv_thin_wgrad_reduce_kernel<<<unsigned(std::min<long long>(
-                                        (elems + kThinReduceThreads - 1) / kThinReduceThreads, 65535)),
-                                    kThinReduceThreads>>>(ws, slices, a.K, a.C, dw, db);
   HPMC_CUDA_LAUNCH_CHECK("thin upsample fold backward_params (sum of the slices and parities)");
 }
 

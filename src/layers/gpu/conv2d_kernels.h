@@ -101,10 +101,11 @@ void conv2d_backward_params_pool(const Conv2dShape& s, const float* x, const uns
 // against a double reference).
 //
 // Whether the fold takes this convolution: implicit_detail::upconv_fold_applies
-// (implicit_plan.h: 3×3, stride 1, pad 1, H and W even and positive, and either
-// C % 8 == 0, K % 8 == 0 and K > 4 (the GEMM fold: the tap-major loaders) or
-// 1 ≤ K ≤ 4 with any C (the thin fold: kernels of their own for an
-// autoencoder's last layer)).
+// (implicit_plan.h: stride 1, H and W even and positive, and either 3×3 pad 1
+// with C % 8 == 0, K % 8 == 0 and K > 4 (the GEMM fold: the tap-major loaders)
+// or 1 ≤ K ≤ 4 with any C, 3×3 pad 1 or 5×5 pad 2 (the thin fold: kernels of
+// their own for an autoencoder's last layer; a 5×5 filter folds to a 3×3 one
+// per parity, 9/25 of the multiply-adds, implicit_upconv_kernels.cuh)).
 bool upconv_applies(const Conv2dShape& s);
 // y = act(conv(up(x_low), w) + b) (as conv2d_forward_act; the thin fold
 // applies a ReLU in its kernel, any other activation in a pass over y).

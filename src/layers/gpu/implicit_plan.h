@@ -283,16 +283,18 @@ inline long long thin_fast_wgrad_target(long long gx, int R, int K) {
 }
 
 // ---- the upsample fold (implicit::upconv_*, conv2d_kernels.h) ----------------------
-// The shape of a 3×3 pad-1 stride-1 convolution of a ×2 upsampled map.
+// The shape of an R×R (R = 3 or 5), pad-R/2, stride-1 convolution of a ×2
+// upsampled map.
 inline bool upconv_shape(const Conv2dShape& s) {
-  return s.R == 3 && s.S == 3 && s.stride == 1 && s.pad == 1 && s.H > 0 && s.W > 0 &&
-         s.H % 2 == 0 && s.W % 2 == 0 && s.P == s.H && s.Q == s.W && s.N >= 0 && s.C > 0;
+  return (s.R == 3 || s.R == 5) && s.S == s.R && s.stride == 1 && s.pad == s.R / 2 && s.H > 0 &&
+         s.W > 0 && s.H % 2 == 0 && s.W % 2 == 0 && s.P == s.H && s.Q == s.W && s.N >= 0 &&
+         s.C > 0;
 }
-// The GEMM fold: the tap-major loaders' channel counts, and not thin.
+// The GEMM fold: 3×3, the tap-major loaders' channel counts, and not thin.
 inline bool upconv_gemm_applies(const Conv2dShape& s) {
-  return upconv_shape(s) && s.C % 8 == 0 && s.K % 8 == 0 && s.K > kThinMaxK;
+  return upconv_shape(s) && s.R == 3 && s.C % 8 == 0 && s.K % 8 == 0 && s.K > kThinMaxK;
 }
-// The thin fold (upconv_thin_* kernels): 1 ≤ K ≤ 4, any C.
+// The thin fold (upconv_thin_* kernels): 3×3 or 5×5, 1 ≤ K ≤ 4, any C.
 inline bool upconv_thin_applies(const Conv2dShape& s) {
   return upconv_shape(s) && s.K >= 1 && s.K <= kThinMaxK;
 }

@@ -29,6 +29,30 @@ __host__ __device__ __forceinline__ int fold_lo(int p, int a) { return a == 0 ? 
 __host__ __device__ __forceinline__ int fold_hi(int p, int a) { return a == 0 ? p : 2; }
 __host__ __device__ __forceinline__ int fold_tap(int p, int r) { return r > p ? 1 : 0; }
 
+// The thin fold (below) takes 5×5, pad-2 filters too. There every parity reads
+// the same low rows i − 1, i, i + 1 (taps a = 0, 1, 2): output row 2i + py,
+// filter row r reads upsampled row 2i + py + r − 2, low row i + ⌊(py + r − 2)/2⌋,
+// so filter row r lands in tap (py + r) / 2:
+//   py = 0: tap 0 = rows {0, 1}, tap 1 = rows {2, 3}, tap 2 = row {4};
+//   py = 1: tap 0 = row {0}, tap 1 = rows {1, 2}, tap 2 = rows {3, 4}.
+// Per parity a 3×3 filter of sums of up to four 5×5 weights: 9 multiply-adds
+// an output where the upsampled convolution takes 25.
+template <int R>
+constexpr int kFoldTaps = R == 3 ? 2 : 3;  // taps per axis and parity
+template <int R>
+constexpr int kFoldPT = 4 * kFoldTaps<R> * kFoldTaps<R>;  // (parity, tap) pairs
+// The tap filter row r lands in for parity p.
+template <int R>
+__host__ __device__ __forceinline__ int fold_tap_of(int p, int r) {
+  return R == 3 ? fold_tap(p, r) : (p + r) >> 1;
+}
+// The low row (from i − 1) that tap 0 of parity p reads: i − 1 + p for 3×3,
+// i − 1 for both parities for 5×5.
+template <int R>
+__host__ __device__ __forceinline__ int fold_base(int p) {
+  return R == 3 ? p : 0;
+}
+
 // The sizes of one fold, by value in the kernel's parameter space.
 struct UpArgs {
   int N, C, K, h, w, H, W, hw, HW;
@@ -426,26 +450,30 @@ __global__ void __launch_bounds__(256)
 // of image n; pairs are numbered m = (n·h + i)·wp + jp (wp = ⌈w/2⌉), so a warp's
 // 32 lanes cover 64 consecutive pixels of a row or of consecutive rows (the last
 // pair of a row holds one pixel when w is odd). Its low window is rows i − 1 ..
-// i + 1, columns j0 − 1 .. j0 + 2; its high block rows 2i + py, columns 2j0 ..
-// 2j0 + 3. The summed filters come packed, wc[c·16·K + (4p + t)·K + k] =
-// Wc_p[t][c][k] (upconv_thin_weights_kernel): 4·K float4 per channel, read from
-// shared memory at one address for a whole warp (a broadcast).
+// i + 1, columns j0 − 1 .. j0 + 2 for a 3×3 filter and for a 5×5 one alike; its
+// high block rows 2i + py, columns 2j0 .. 2j0 + 3. With T taps an axis (2 for
+// 3×3, 3 for 5×5; kFoldTaps) a parity has T² taps and a channel PT = 4·T²
+// (parity, tap) pairs (kFoldPT: 16 or 36). The summed filters come packed,
+// wc[c·PT·K + (T²·p + t)·K + k] = Wc_p[t][c][k] (upconv_thin_weights_kernel):
+// PT·K/4 float4 per channel, read from shared memory at one address for a
+// whole warp (a broadcast).
 //   forward        block = 32 pairs; its 8 warps split C into contiguous ranges
-//                  (staged in rounds of kThinFoldStage channels); per channel
-//                  12 loads, 4·K float4 reads, 32·K FMAs; the 8 partial outputs
-//                  are added in shared memory (a fixed tree), then + b, ReLU.
+//                  (staged in rounds of kThinFoldStage channels, half as many
+//                  for 5×5); per channel 12 loads, PT·K/4 float4 reads, 2·PT·K
+//                  FMAs; the 8 partial outputs are added in shared memory (a
+//                  fixed tree), then + b, ReLU.
 //   backward_data  block = 256 pairs × kThinFoldChannels channels (blockIdx.y):
-//                  the 4×6 high window of dy (every parity and tap that read the
-//                  pair) in registers; per channel 4·K float4 reads, 32·K FMAs,
-//                  the ReLU mask (copied kThinMaskStages − 1 channels ahead by
-//                  cp.async), two stores.
+//                  the high window of dy every parity and tap that read the pair
+//                  touch (4×6 for 3×3, 6×8 for 5×5) in registers; per channel
+//                  PT·K/4 float4 reads, 2·PT·K FMAs, the ReLU mask (copied
+//                  kThinMaskStages − 1 channels ahead by cp.async), two stores.
 //   weight grad    block = 8 channels (one a warp) × one slice of the units
 //                  (a pair column of kThinFoldBand rows; blockIdx.y); a lane walks
-//                  down its units' rows: per row 4 x and 2·K float4 dy loads, 32·K
-//                  FMAs into 16·K sums; a shuffle tree at the end, one row of
-//                  the slice's workspace. The blocks of channel block 0 also sum
-//                  dy for the bias. upconv_thin_wgrad_reduce_kernel adds slices
-//                  and parities into dw and db, in double.
+//                  down its units' rows: per row 4 x and 2·K float4 dy loads,
+//                  2·PT·K FMAs into PT·K sums; a shuffle tree at the end, one row
+//                  of the slice's workspace. The blocks of channel block 0 also
+//                  sum dy for the bias. upconv_thin_wgrad_reduce_kernel adds
+//                  slices and parities into dw and db, in double.
 // Every sum has a fixed order: the results repeat bit for bit.
 constexpr int kThinFoldWarps = 8;
 constexpr int kThinFoldThreads = kThinFoldWarps * 32;
@@ -453,19 +481,27 @@ constexpr int kThinFoldStage = 16;     // forward: channels per warp per staging
 constexpr int kThinFoldChannels = 32;  // backward_data: channels per block
 constexpr int kThinFoldBand = 4;       // weight gradient: low rows a lane walks down
 constexpr int kThinMaskStages = 8;     // backward_data: ReLU masks in flight, in channels
+// The forward's staging round: a 5×5 fold's filters are 9/4 as large.
+template <int R>
+constexpr int kThinFoldStageOf = R == 3 ? kThinFoldStage : kThinFoldStage / 2;
 
-// wc[c·16·K + (4p + t)·K + k] = Wc_p[t][c][k], in double, rounded once.
+// wc[c·PT·K + (T²·p + t)·K + k] = Wc_p[t][c][k], in double (filter rows, then
+// columns, ascending), rounded once.
+template <int R>
 __global__ void __launch_bounds__(256)
     upconv_thin_weights_kernel(const float* __restrict__ w, int K, int C, float* __restrict__ wc) {
-  const int per = 16 * K, count = per * C;
+  constexpr int T = kFoldTaps<R>, TT = T * T;
+  const int per = kFoldPT<R> * K, count = per * C;
   for (int o = blockIdx.x * blockDim.x + threadIdx.x; o < count; o += gridDim.x * blockDim.x) {
     const int c = o / per, ptk = o - c * per, pt = ptk / K, k = ptk - pt * K;
-    const int p = pt >> 2, t = pt & 3, py = p >> 1, px = p & 1;
-    const float* src = w + ((size_t)k * C + c) * 9;
+    const int p = pt / TT, t = pt - p * TT, py = p >> 1, px = p & 1, ta = t / T, tb = t - ta * T;
+    const float* src = w + ((size_t)k * C + c) * (R * R);
     double s = 0.0;
-    for (int r = fold_lo(py, t >> 1); r <= fold_hi(py, t >> 1); ++r)
-      for (int q = fold_lo(px, t & 1); q <= fold_hi(px, t & 1); ++q)
-        s += (double)__ldg(src + r * 3 + q);
+    for (int r = 0; r < R; ++r) {
+      if (fold_tap_of<R>(py, r) != ta) continue;
+      for (int q = 0; q < R; ++q)
+        if (fold_tap_of<R>(px, q) == tb) s += (double)__ldg(src + r * R + q);
+    }
     wc[o] = (float)s;
   }
 }
@@ -474,9 +510,9 @@ __global__ void __launch_bounds__(256)
 __device__ __forceinline__ float thin_comp(const float4& v, int k) {
   return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
 }
-// Filter value (4p + t)·KC + k of a channel's 4·KC float4.
-template <int KC>
-__device__ __forceinline__ float thin_w(const float4 (&wv)[4 * KC], int pt, int k) {
+// Filter value pt·KC + k of a channel's PT·KC/4 float4.
+template <int KC, int NW>
+__device__ __forceinline__ float thin_w(const float4 (&wv)[NW], int pt, int k) {
   return thin_comp(wv[(pt * KC + k) >> 2], (pt * KC + k) & 3);
 }
 
@@ -512,20 +548,23 @@ __device__ __forceinline__ unsigned thin_window_bits(const UpArgs& a, int i, int
   return bits;
 }
 
-template <int KC>
+template <int R, int KC>
 union ThinFwdSmem {
-  float4 w[kThinFoldWarps][kThinFoldStage * 4 * KC];  // each warp's staged filters
+  // each warp's staged filters
+  float4 w[kThinFoldWarps][kThinFoldStageOf<R> * kFoldPT<R> / 4 * KC];
   float red[kThinFoldWarps / 2][KC * 8][32];  // the tree's upper half: [k·8 + py·4 + col][lane]
 };
 
 // Forward. acc[k][py][q] is output (k, 2i + py, 2j0 + q); `vec`: W % 4 == 0 and
 // y 16-byte aligned (float4 stores).
-template <int KC>
+template <int R, int KC>
 __global__ void __launch_bounds__(kThinFoldThreads, 2)
     upconv_thin_fwd_kernel(const __grid_constant__ UpArgs a, const float* __restrict__ x,
                            const float4* __restrict__ wc, const float* __restrict__ bias, bool relu,
                            bool vec, float* __restrict__ y) {
-  __shared__ __align__(16) ThinFwdSmem<KC> sm;
+  constexpr int T = kFoldTaps<R>, TT = T * T, PT = kFoldPT<R>, NW = PT / 4 * KC;
+  constexpr int STAGE = kThinFoldStageOf<R>;
+  __shared__ __align__(16) ThinFwdSmem<R, KC> sm;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int m = blockIdx.x * 32 + lane;
   const bool valid = m < a.Mp;
@@ -552,12 +591,12 @@ __global__ void __launch_bounds__(kThinFoldThreads, 2)
   float nxt[3][4];
   if (cbeg < cend) thin_window(row, inside, nxt);
   float4* sw = sm.w[warp];
-  int cl = kThinFoldStage;  // channel c's staging slot; kThinFoldStage starts a round
+  int cl = STAGE;  // channel c's staging slot; STAGE starts a round
   for (int c = cbeg; c < cend; ++c, ++cl) {
-    if (cl == kThinFoldStage) {  // warp-uniform
+    if (cl == STAGE) {  // warp-uniform
       __syncwarp();  // the previous round's reads are done
-      const int n4 = min(kThinFoldStage, cend - c) * 4 * KC;
-      for (int e = lane; e < n4; e += 32) sw[e] = __ldg(wc + (size_t)c * 4 * KC + e);
+      const int n4 = min(STAGE, cend - c) * NW;
+      for (int e = lane; e < n4; e += 32) sw[e] = __ldg(wc + (size_t)c * NW + e);
       __syncwarp();
       cl = 0;
     }
@@ -571,15 +610,15 @@ __global__ void __launch_bounds__(kThinFoldThreads, 2)
       for (int r = 0; r < 3; ++r) row[r] += a.hw;
       thin_window(row, inside, nxt);
     }
-    float4 wv[4 * KC];
+    float4 wv[NW];
 #pragma unroll
-    for (int e = 0; e < 4 * KC; ++e) wv[e] = sw[cl * 4 * KC + e];
+    for (int e = 0; e < NW; ++e) wv[e] = sw[cl * NW + e];
 #pragma unroll
-    for (int pt = 0; pt < 16; ++pt) {
-      const int py = pt >> 3, px = (pt >> 2) & 1, ta = (pt >> 1) & 1, tb = pt & 1;
+    for (int pt = 0; pt < PT; ++pt) {
+      const int p = pt / TT, t = pt % TT, py = p >> 1, px = p & 1, ta = t / T, tb = t % T;
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
-        const float xv = v[ta + py][u + tb + px];
+        const float xv = v[ta + fold_base<R>(py)][u + tb + fold_base<R>(px)];
 #pragma unroll
         for (int k = 0; k < KC; ++k)
           acc[k][py][2 * u + px] = fmaf(xv, thin_w<KC>(wv, pt, k), acc[k][py][2 * u + px]);
@@ -638,20 +677,23 @@ __global__ void __launch_bounds__(kThinFoldThreads, 2)
 }
 
 // Backward data: block (blockIdx.x, blockIdx.y) = 256 pairs × channels
-// [blockIdx.y·kThinFoldChannels, …). dx_low(i, j) = Σ over parity p, tap t, k
-// of dy[k][2i + 2 − 2a − py][2j + 2 − 2b − px] · Wc_p[t][c][k], p, t, k
-// ascending; d[r][q][k] = dy[k][2i − 1 + r][2j0 − 1 + q]. `vec`: w even and
-// mask, dx 8-byte aligned (float2 accesses).
-template <int KC>
+// [blockIdx.y·kThinFoldChannels, …). dx_low(i, j) = Σ over parity p, tap t = (a,
+// b), k of dy[k][2(i − a − fold_base(py)) + 2 + py][likewise for j] ·
+// Wc_p[t][c][k], p, t, k ascending (for 3×3: rows 2i + 2 − 2a − py); d[r][q][k]
+// = dy[k][2i + D0 + r][2j0 + D0 + q], D0 = −1 (3×3) or −2 (5×5). `vec`: w even
+// and mask, dx 8-byte aligned (float2 accesses).
+template <int R, int KC>
 __global__ void __launch_bounds__(kThinFoldThreads)
     upconv_thin_dgrad_kernel(const __grid_constant__ UpArgs a, const float* __restrict__ dy,
                              const float4* __restrict__ wc, const float* __restrict__ mask,
                              bool vec, float* __restrict__ dx) {
-  __shared__ float4 sw[kThinFoldChannels * 4 * KC];
+  constexpr int T = kFoldTaps<R>, TT = T * T, PT = kFoldPT<R>, NW = PT / 4 * KC;
+  constexpr int D0 = R == 3 ? -1 : -2, DR = 2 * T, DC = DR + 2;
+  __shared__ float4 sw[kThinFoldChannels * NW];
   __shared__ float2 mring[kThinMaskStages][kThinFoldThreads];
   const int c0 = blockIdx.y * kThinFoldChannels, nc = min(kThinFoldChannels, a.C - c0);
-  for (int e = threadIdx.x; e < nc * 4 * KC; e += kThinFoldThreads)
-    sw[e] = __ldg(wc + (size_t)c0 * 4 * KC + e);
+  for (int e = threadIdx.x; e < nc * NW; e += kThinFoldThreads)
+    sw[e] = __ldg(wc + (size_t)c0 * NW + e);
   __syncthreads();
   const int m = blockIdx.x * kThinFoldThreads + threadIdx.x;
   if (m >= a.Mp) return;
@@ -676,13 +718,13 @@ __global__ void __launch_bounds__(kThinFoldThreads)
   };
 #pragma unroll
   for (int c = 0; c < kThinMaskStages - 1; ++c) fetch_mask(c);
-  float d[4][6][KC];
+  float d[DR][DC][KC];
 #pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const int yy = 2 * i - 1 + r;
+  for (int r = 0; r < DR; ++r) {
+    const int yy = 2 * i + D0 + r;
 #pragma unroll
-    for (int q = 0; q < 6; ++q) {
-      const int xx = 2 * j0 - 1 + q;
+    for (int q = 0; q < DC; ++q) {
+      const int xx = 2 * j0 + D0 + q;
       const bool ok = (unsigned)yy < (unsigned)a.H && (unsigned)xx < (unsigned)a.W;
 #pragma unroll
       for (int k = 0; k < KC; ++k)
@@ -691,18 +733,20 @@ __global__ void __launch_bounds__(kThinFoldThreads)
   }
   for (int c = 0; c < nc; ++c) {
     copy_wait<kThinMaskStages - 2>();  // channel c's mask has landed
-    float4 wv[4 * KC];
+    float4 wv[NW];
 #pragma unroll
-    for (int e = 0; e < 4 * KC; ++e) wv[e] = sw[c * 4 * KC + e];
+    for (int e = 0; e < NW; ++e) wv[e] = sw[c * NW + e];
     float s[2] = {0.f, 0.f};
 #pragma unroll
-    for (int pt = 0; pt < 16; ++pt) {
-      const int py = pt >> 3, px = (pt >> 2) & 1, ta = (pt >> 1) & 1, tb = pt & 1;
+    for (int pt = 0; pt < PT; ++pt) {
+      const int p = pt / TT, t = pt % TT, py = p >> 1, px = p & 1, ta = t / T, tb = t % T;
+      const int dr = 2 - 2 * ta - 2 * fold_base<R>(py) + py - D0;
+      const int dc = 2 - 2 * tb - 2 * fold_base<R>(px) + px - D0;
 #pragma unroll
       for (int u = 0; u < 2; ++u)
 #pragma unroll
         for (int k = 0; k < KC; ++k)
-          s[u] = fmaf(d[3 - 2 * ta - py][2 * u + 3 - 2 * tb - px][k], thin_w<KC>(wv, pt, k), s[u]);
+          s[u] = fmaf(d[dr][2 * u + dc][k], thin_w<KC>(wv, pt, k), s[u]);
     }
     if (mask) {
       const float2 mk = mring[c % kThinMaskStages][threadIdx.x];
@@ -726,16 +770,17 @@ __global__ void __launch_bounds__(kThinFoldThreads)
 // unit is one pair column jp of kThinFoldBand rows of one image, numbered
 // u = (n·bands + band)·wp + jp; the lane walks down its rows, so each row reads
 // one new row of the x window (4 values) and its two rows of dy.
-// ws[z·stride + (c·16 + 4p + t)·KC + k] = Σ x(tap t of parity p)·dy(p, k) over
-// the slice; ws[z·stride + 16·C·KC + w·KC + k] = warp w's share of Σ dy[k] (the
+// ws[z·stride + (c·PT + T²·p + t)·KC + k] = Σ x(tap t of parity p)·dy(p, k) over
+// the slice; ws[z·stride + PT·C·KC + w·KC + k] = warp w's share of Σ dy[k] (the
 // blocks of channel block 0, warps w < min(8, C): unit r of a lane counts in
-// warp r mod min(8, C)). stride = (16·C + 8)·KC. `vec`: W % 4 == 0 and dy
+// warp r mod min(8, C)). stride = (PT·C + 8)·KC. `vec`: W % 4 == 0 and dy
 // 16-byte aligned (float4 loads).
-template <int KC>
-__global__ void __launch_bounds__(kThinFoldThreads, KC < 4 ? 2 : 1)  // K = 4 would spill at 2
+template <int R, int KC>
+__global__ void __launch_bounds__(kThinFoldThreads, R == 3 && KC < 4 ? 2 : 1)  // else spills at 2
     upconv_thin_wgrad_kernel(const __grid_constant__ UpArgs a, const float* __restrict__ x,
                              const float* __restrict__ dy, int per, bool vec,
                              float* __restrict__ ws) {
+  constexpr int T = kFoldTaps<R>, TT = T * T, PT = kFoldPT<R>;
   constexpr int RB = kThinFoldBand;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int c = blockIdx.x * kThinFoldWarps + warp;
@@ -743,12 +788,12 @@ __global__ void __launch_bounds__(kThinFoldThreads, KC < 4 ? 2 : 1)  // K = 4 wo
   const bool bias = blockIdx.x == 0;
   const int nb = min(kThinFoldWarps, a.C);  // warps sharing the bias sums
   const int u0 = blockIdx.y * per, u1 = min(u0 + per, a.Mu);
-  float acc[16][KC], accb[KC];
+  float acc[PT][KC], accb[KC];
 #pragma unroll
   for (int k = 0; k < KC; ++k) {
     accb[k] = 0.f;
 #pragma unroll
-    for (int pt = 0; pt < 16; ++pt) acc[pt][k] = 0.f;
+    for (int pt = 0; pt < PT; ++pt) acc[pt][k] = 0.f;
   }
   int turn = 0;
   for (int u = u0 + lane; u < u1; u += 32) {
@@ -801,13 +846,14 @@ __global__ void __launch_bounds__(kThinFoldThreads, KC < 4 ? 2 : 1)  // K = 4 wo
             for (int q = 0; q < 4; ++q) accb[k] += g[py][q][k];
       }
 #pragma unroll
-      for (int pt = 0; pt < 16; ++pt) {
-        const int py = pt >> 3, px = (pt >> 2) & 1, ta = (pt >> 1) & 1, tb = pt & 1;
+      for (int pt = 0; pt < PT; ++pt) {
+        const int p = pt / TT, t = pt % TT, py = p >> 1, px = p & 1, ta = t / T, tb = t % T;
+        const int vr = r + ta + fold_base<R>(py), vc = tb + fold_base<R>(px);
 #pragma unroll
         for (int uu = 0; uu < 2; ++uu)
 #pragma unroll
           for (int k = 0; k < KC; ++k)
-            acc[pt][k] = fmaf(v[r + ta + py][uu + tb + px], g[py][2 * uu + px][k], acc[pt][k]);
+            acc[pt][k] = fmaf(v[vr][uu + vc], g[py][2 * uu + px][k], acc[pt][k]);
       }
     }
   }
@@ -815,7 +861,7 @@ __global__ void __launch_bounds__(kThinFoldThreads, KC < 4 ? 2 : 1)  // K = 4 wo
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) {
 #pragma unroll
-    for (int pt = 0; pt < 16; ++pt)
+    for (int pt = 0; pt < PT; ++pt)
 #pragma unroll
       for (int k = 0; k < KC; ++k) acc[pt][k] += __shfl_xor_sync(0xffffffffu, acc[pt][k], off);
     if (bias) {
@@ -823,41 +869,41 @@ __global__ void __launch_bounds__(kThinFoldThreads, KC < 4 ? 2 : 1)  // K = 4 wo
       for (int k = 0; k < KC; ++k) accb[k] += __shfl_xor_sync(0xffffffffu, accb[k], off);
     }
   }
-  float* o = ws + (size_t)blockIdx.y * (16 * a.C + kThinFoldWarps) * KC;
-  if (lane < 16) {
+  float* o = ws + (size_t)blockIdx.y * (PT * a.C + kThinFoldWarps) * KC;
 #pragma unroll
-    for (int pt = 0; pt < 16; ++pt)
-      if (pt == lane)
+  for (int pt = 0; pt < PT; ++pt)
+    if ((pt & 31) == lane)
 #pragma unroll
-        for (int k = 0; k < KC; ++k) o[((size_t)c * 16 + pt) * KC + k] = acc[pt][k];
-  }
+      for (int k = 0; k < KC; ++k) o[((size_t)c * PT + pt) * KC + k] = acc[pt][k];
   if (bias && lane == 0)
 #pragma unroll
-    for (int k = 0; k < KC; ++k) o[((size_t)16 * a.C + warp) * KC + k] = accb[k];
+    for (int k = 0; k < KC; ++k) o[((size_t)PT * a.C + warp) * KC + k] = accb[k];
 }
 
-// dw[k][c][r][s] += Σ_p Σ_z ws[z·stride + (c·16 + p·4 + t)·K + k], t the tap of
-// parity p that (r, s) lands in; db[k] += Σ_z Σ_{w < min(8, C)} ws[z·stride +
-// (16·C + w)·K + k]; p, z, w ascending, in double. One thread per element of dw
+// dw[k][c][r][s] += Σ_p Σ_z ws[z·stride + (c·PT + T²·p + t)·K + k], t the tap
+// of parity p that (r, s) lands in; db[k] += Σ_z Σ_{w < min(8, C)} ws[z·stride +
+// (PT·C + w)·K + k]; p, z, w ascending, in double. One thread per element of dw
 // (then of db), in blocks of kThinReduceThreads (few elements: small blocks
 // spread them over more SMs).
 constexpr int kThinReduceThreads = 64;
 
+template <int R>
 __global__ void __launch_bounds__(kThinReduceThreads)
     upconv_thin_wgrad_reduce_kernel(const float* __restrict__ ws, int slices, int K, int C,
                                     float* __restrict__ dw, float* __restrict__ db) {
-  const long long stride = (16ll * C + kThinFoldWarps) * K, nw = 9ll * K * C;
+  constexpr int T = kFoldTaps<R>, TT = T * T, PT = kFoldPT<R>, RR = R * R;
+  const long long stride = ((long long)PT * C + kThinFoldWarps) * K, nw = (long long)RR * K * C;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < nw + K;
        i += (long long)gridDim.x * blockDim.x) {
     double s = 0.0;
     if (i < nw) {
-      const int rs = int(i % 9), r = rs / 3, q = rs - 3 * r;
-      const long long kc = i / 9;
+      const int rs = int(i % RR), r = rs / R, q = rs - R * r;
+      const long long kc = i / RR;
       const int c = int(kc % C), k = int(kc / C);
 #pragma unroll
       for (int p = 0; p < 4; ++p) {
-        const int t = 2 * fold_tap(p >> 1, r) + fold_tap(p & 1, q);
-        const float* src = ws + ((long long)c * 16 + p * 4 + t) * K + k;
+        const int t = T * fold_tap_of<R>(p >> 1, r) + fold_tap_of<R>(p & 1, q);
+        const float* src = ws + ((long long)c * PT + p * TT + t) * K + k;
 #pragma unroll 8
         for (int z = 0; z < slices; ++z) s += (double)src[z * stride];
       }
@@ -865,7 +911,7 @@ __global__ void __launch_bounds__(kThinReduceThreads)
     } else if (db) {
       const int k = int(i - nw), nb = min(kThinFoldWarps, C);
       for (int z = 0; z < slices; ++z)
-        for (int w = 0; w < nb; ++w) s += (double)ws[z * stride + (16ll * C + w) * K + k];
+        for (int w = 0; w < nb; ++w) s += (double)ws[z * stride + ((long long)PT * C + w) * K + k];
       db[k] = (float)((double)db[k] + s);
     }
   }
