@@ -382,30 +382,34 @@ TEST(GpuUpsampleFold, OneStepMatchesTheSeparateLayers) {
 
 // Training: the folded model tracks the CPU like any GPU run (every impl; only
 // im2col folds), and agrees with its own unfolded run to 1e-3 relative (not
-// bit for bit: the fold rounds differently, which also shows it ran).
+// bit for bit: the fold rounds differently, which also shows it ran). With a
+// 3×3 conv5 and with a 5×5 one (the thin fold of a 5×5 filter).
 TEST(GpuUpsampleFold, TrainingTracksTheCpuAndTheUnfoldedRun) {
   HPMC_REQUIRE_GPU();
   Dataset tr = testing::synthetic_blobs(3200, 15), te = testing::synthetic_blobs(320, 16);
-  expect_tracks(kFoldAe, tr, te, 5e-3);  // 200 steps
+  for (const std::string& yaml : {std::string(kFoldAe), fold_ae_k5()}) {
+    SCOPED_TRACE(yaml.find("kernel: 5") == std::string::npos ? "3x3 conv5" : "5x5 conv5");
+    expect_tracks(yaml.c_str(), tr, te, 5e-3);  // 200 steps
 
-  GpuRun folded = train(kFoldAe, Impl::kIm2col, tr, te);
-  const std::string off = fold_off(kFoldAe);
-  GpuRun plain = train(off.c_str(), Impl::kIm2col, tr, te);
-  ASSERT_TRUE(folds(*folded.model));
-  ASSERT_FALSE(folds(*plain.model));
-  ASSERT_EQ(folded.epochs.size(), plain.epochs.size());
-  for (size_t e = 0; e < folded.epochs.size(); ++e) {
-    EXPECT_LE(rel(folded.epochs[e].train_loss, plain.epochs[e].train_loss), 1e-3)
-        << "epoch " << e + 1 << ": " << folded.epochs[e].train_loss << " vs "
-        << plain.epochs[e].train_loss;
-    EXPECT_LE(rel(folded.epochs[e].test.loss, plain.epochs[e].test.loss), 1e-3)
-        << "epoch " << e + 1 << ": " << folded.epochs[e].test.loss << " vs "
-        << plain.epochs[e].test.loss;
+    GpuRun folded = train(yaml.c_str(), Impl::kIm2col, tr, te);
+    const std::string off = fold_off(yaml.c_str());
+    GpuRun plain = train(off.c_str(), Impl::kIm2col, tr, te);
+    ASSERT_TRUE(folds(*folded.model));
+    ASSERT_FALSE(folds(*plain.model));
+    ASSERT_EQ(folded.epochs.size(), plain.epochs.size());
+    for (size_t e = 0; e < folded.epochs.size(); ++e) {
+      EXPECT_LE(rel(folded.epochs[e].train_loss, plain.epochs[e].train_loss), 1e-3)
+          << "epoch " << e + 1 << ": " << folded.epochs[e].train_loss << " vs "
+          << plain.epochs[e].train_loss;
+      EXPECT_LE(rel(folded.epochs[e].test.loss, plain.epochs[e].test.loss), 1e-3)
+          << "epoch " << e + 1 << ": " << folded.epochs[e].test.loss << " vs "
+          << plain.epochs[e].test.loss;
+    }
+    Tensor pa = folded.model->params().params().to_device(Device::kCPU);
+    Tensor pb = plain.model->params().params().to_device(Device::kCPU);
+    EXPECT_NE(std::memcmp(pa.raw(), pb.raw(), pa.bytes()), 0)
+        << "the folded run gave the unfolded bits: did the fold run?";
   }
-  Tensor pa = folded.model->params().params().to_device(Device::kCPU);
-  Tensor pb = plain.model->params().params().to_device(Device::kCPU);
-  EXPECT_NE(std::memcmp(pa.raw(), pb.raw(), pa.bytes()), 0)
-      << "the folded run gave the unfolded bits: did the fold run?";
 }
 
 TEST(GpuUpsampleFold, SameSeedSameWeightsBitForBit) {
