@@ -973,7 +973,9 @@ TEST_P(GpuImplicitTc, EveryTileSplitAndOrder) {
 // bf16's channels-last kernels (implicit_nhwc_kernels.cuh) against the
 // FP32-stage engine on the same plan: the same roundings and mma sequence, so
 // the same bits wherever the slices' boundaries agree (one slice, or tps % 4
-// == 0) and, in the weight gradient, the pixels come in whole 16s; against
+// == 0) and, in the weight gradient, the pixels come in whole 16s — on both
+// main loops of the forward and backward_data (ldmatrix and mma.sync; wgmma
+// where it runs: its sums of 16 products are mma.sync's); against
 // the double reference everywhere; with the forward's epilogues (bias, ReLU,
 // any activation, split sums) and the weight gradient added into dw; batch
 // 1, odd sizes, partial 128-row and 128-column tiles, 5×5, stride 2 (no
@@ -990,119 +992,135 @@ TEST_P(GpuImplicitTc, ChannelsLastKernelMatchesTheEngine) {
                             {2, 256, 11, 13, 32, 3, 3, 2, 1}, {3, 128, 8, 8, 160, 5, 5, 1, 2}};
   uint64_t seed = 17600;
   int same_bits_runs = 0;
-  for (const ConvCase& cc : cases) {
-    const Conv2dShape s = cc.shape();
-    SCOPED_TRACE(describe(s));
-    Rng rng(seed++);
-    const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
-    const std::vector<float> w = random_floats(s.weight_count(), rng);
-    const std::vector<float> b = random_floats(size_t(s.K), rng);
-    const std::vector<float> dy = random_floats(size_t(s.N) * s.out_sample(), rng);
-    auto x_in = input(x), w_in = input(w), b_in = input(b), dy_in = input(dy);
-    const std::vector<double> want_y = ref_forward(s, operands(x), operands(w), &b);
-    const std::vector<double> want_dx = ref_backward_data(s, operands(dy), operands(w));
-    const std::vector<float> dw0 = random_floats(s.weight_count(), rng);
-    std::vector<double> want_dw = ref_weight_grad(s, operands(x), operands(dy));
-    for (size_t i = 0; i < want_dw.size(); ++i) want_dw[i] += dw0[i];
-    for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kWeightGrad}) {
-      const bool fwd = pass == ConvPass::kForward;
-      const bool applies = fwd ? nhwc_forward(s.C, s.K)
-                           : pass == ConvPass::kBackwardData
-                               ? nhwc_backward_data(s.stride, s.C, s.K)
-                               : nhwc_weight_grad(s.C, s.K);
-      EXPECT_EQ(plan_conv(s, pass).nhwc, applies);
-      if (!applies) {
-        EXPECT_THROW(make_conv_plan(s, pass, Tile::kL, 1, true, true), RuntimeError);
-        continue;
-      }
-      EXPECT_THROW(make_conv_plan(s, pass, Tile::kL, 1, false, true), RuntimeError);
-      if (pass == ConvPass::kWeightGrad) {
-        const bool whole16 = (long long)s.N * s.P * s.Q % 16 == 0;
-        for (int splits : {1, 2, 3, 7}) {
+  for (const int wg : {0, 1}) {  // ldmatrix and mma.sync, then wgmma where it runs
+    const ScopedNhwcWgmma loop(wg);
+    if (wg && !nhwc_wgmma()) {
+      std::printf("  wgmma main loop: not run here (needs sm_90a code on a 9.0 device)\n");
+      continue;
+    }
+    SCOPED_TRACE(wg ? "wgmma" : "mma.sync");
+    for (const ConvCase& cc : cases) {
+      const Conv2dShape s = cc.shape();
+      SCOPED_TRACE(describe(s));
+      Rng rng(seed++);
+      const std::vector<float> x = random_floats(size_t(s.N) * s.in_sample(), rng);
+      const std::vector<float> w = random_floats(s.weight_count(), rng);
+      const std::vector<float> b = random_floats(size_t(s.K), rng);
+      const std::vector<float> dy = random_floats(size_t(s.N) * s.out_sample(), rng);
+      auto x_in = input(x), w_in = input(w), b_in = input(b), dy_in = input(dy);
+      const std::vector<double> want_y = ref_forward(s, operands(x), operands(w), &b);
+      const std::vector<double> want_dx = ref_backward_data(s, operands(dy), operands(w));
+      const std::vector<float> dw0 = random_floats(s.weight_count(), rng);
+      std::vector<double> want_dw = ref_weight_grad(s, operands(x), operands(dy));
+      for (size_t i = 0; i < want_dw.size(); ++i) want_dw[i] += dw0[i];
+      for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kWeightGrad}) {
+        const bool fwd = pass == ConvPass::kForward;
+        const bool applies = fwd ? nhwc_forward(s.C, s.K)
+                             : pass == ConvPass::kBackwardData
+                                 ? nhwc_backward_data(s.stride, s.C, s.K)
+                                 : nhwc_weight_grad(s.C, s.K);
+        EXPECT_EQ(plan_conv(s, pass).nhwc, applies);
+        if (!applies) {
+          EXPECT_THROW(make_conv_plan(s, pass, Tile::kL, 1, true, true), RuntimeError);
+          continue;
+        }
+        EXPECT_THROW(make_conv_plan(s, pass, Tile::kL, 1, false, true), RuntimeError);
+        if (pass == ConvPass::kWeightGrad) {
+          const bool whole16 = (long long)s.N * s.P * s.Q % 16 == 0;
+          for (int splits : {1, 2, 3, 7}) {
+            const ConvPlan p0 = make_conv_plan(s, pass, Tile::kL, splits, true, false);
+            const ConvPlan p1 = make_conv_plan(s, pass, Tile::kL, splits, true, true);
+            SCOPED_TRACE(str("weight gradient splits ", p1.splits, " tps ", p1.tps));
+            DevArray d0(w.size()), d1(w.size());
+            d0.upload(dw0, kGuard);
+            d1.upload(dw0, kGuard);
+            conv_weight_grad_planned(s, p0, x_in->ptr(), dy_in->ptr(), d0.ptr());
+            conv_weight_grad_planned(s, p1, x_in->ptr(), dy_in->ptr(), d1.ptr());
+            finish("channels-last weight gradient");
+            EXPECT_TRUE(d1.guards_intact(kGuard));
+            const std::vector<float> got = d1.payload(), eng = d0.payload();
+            EXPECT_TRUE(matches(got, want_dw));
+            if (whole16 && (p1.splits == 1 || p1.tps % 4 == 0)) {
+              EXPECT_EQ(0, std::memcmp(got.data(), eng.data(), got.size() * 4))
+                  << "not the engine's bits";
+              ++same_bits_runs;
+            }
+          }
+          const ConvPlan p1 = make_conv_plan(s, pass, Tile::kL, 1, true, true);
+          const ScopedPrecision fp32(Precision::kFp32);
+          DevArray d(w.size());
+          EXPECT_THROW(conv_weight_grad_planned(s, p1, x_in->ptr(), dy_in->ptr(), d.ptr()),
+                       RuntimeError);
+          continue;
+        }
+        const size_t out_size = fwd ? dy.size() : x.size();
+        for (int splits : {1, 2, 3, 5}) {
           const ConvPlan p0 = make_conv_plan(s, pass, Tile::kL, splits, true, false);
           const ConvPlan p1 = make_conv_plan(s, pass, Tile::kL, splits, true, true);
-          SCOPED_TRACE(str("weight gradient splits ", p1.splits, " tps ", p1.tps));
-          DevArray d0(w.size()), d1(w.size());
-          d0.upload(dw0, kGuard);
-          d1.upload(dw0, kGuard);
-          conv_weight_grad_planned(s, p0, x_in->ptr(), dy_in->ptr(), d0.ptr());
-          conv_weight_grad_planned(s, p1, x_in->ptr(), dy_in->ptr(), d1.ptr());
-          finish("channels-last weight gradient");
-          EXPECT_TRUE(d1.guards_intact(kGuard));
-          const std::vector<float> got = d1.payload(), eng = d0.payload();
-          EXPECT_TRUE(matches(got, want_dw));
-          if (whole16 && (p1.splits == 1 || p1.tps % 4 == 0)) {
-            EXPECT_EQ(0, std::memcmp(got.data(), eng.data(), got.size() * 4))
-                << "not the engine's bits";
-            ++same_bits_runs;
+          SCOPED_TRACE(str(fwd ? "forward" : "backward_data", " splits ", p1.splits, " tps ",
+                           p1.tps));
+          const bool same_slices = p1.splits == 1 || p1.tps % 4 == 0;
+          for (const Activation& act :
+               {Activation::none(), Activation::relu(), Activation::tanh()}) {
+            if (!fwd && !act.is_none()) continue;
+            DevArray o0(out_size), o1(out_size);
+            o0.upload(std::vector<float>(out_size, kNaN), kGuard);
+            o1.upload(std::vector<float>(out_size, kNaN), kGuard);
+            if (fwd) {
+              conv_forward_planned(s, p0, x_in->ptr(), w_in->ptr(), b_in->ptr(), o0.ptr(), act);
+              conv_forward_planned(s, p1, x_in->ptr(), w_in->ptr(), b_in->ptr(), o1.ptr(), act);
+            } else {
+              conv_backward_data_planned(s, p0, dy_in->ptr(), w_in->ptr(), o0.ptr());
+              conv_backward_data_planned(s, p1, dy_in->ptr(), w_in->ptr(), o1.ptr());
+            }
+            finish("channels-last pass");
+            EXPECT_TRUE(o1.guards_intact(kGuard));
+            const std::vector<float> got = o1.payload(), eng = o0.payload();
+            if (act.is_none()) EXPECT_TRUE(matches(got, fwd ? want_y : want_dx));
+            if (same_slices) {
+              EXPECT_EQ(0, std::memcmp(got.data(), eng.data(), got.size() * 4))
+                  << "not the engine's bits (" << act_name(act) << ")";
+              ++same_bits_runs;
+            }
+            if (act.kind == ActKind::kRelu) {
+              DevArray plain(out_size);
+              conv_forward_planned(s, p1, x_in->ptr(), w_in->ptr(), b_in->ptr(), plain.ptr());
+              finish("channels-last forward, no activation");
+              EXPECT_TRUE(relu_of(plain.payload(), got));
+            }
           }
         }
+        // Refused outside bf16, with one line.
         const ConvPlan p1 = make_conv_plan(s, pass, Tile::kL, 1, true, true);
         const ScopedPrecision fp32(Precision::kFp32);
-        DevArray d(w.size());
-        EXPECT_THROW(conv_weight_grad_planned(s, p1, x_in->ptr(), dy_in->ptr(), d.ptr()),
-                     RuntimeError);
-        continue;
+        DevArray o(out_size);
+        if (fwd)
+          EXPECT_THROW(conv_forward_planned(s, p1, x_in->ptr(), w_in->ptr(), b_in->ptr(), o.ptr()),
+                       RuntimeError);
+        else
+          EXPECT_THROW(conv_backward_data_planned(s, p1, dy_in->ptr(), w_in->ptr(), o.ptr()),
+                       RuntimeError);
       }
-      const size_t out_size = fwd ? dy.size() : x.size();
-      for (int splits : {1, 2, 3, 5}) {
-        const ConvPlan p0 = make_conv_plan(s, pass, Tile::kL, splits, true, false);
-        const ConvPlan p1 = make_conv_plan(s, pass, Tile::kL, splits, true, true);
-        SCOPED_TRACE(str(fwd ? "forward" : "backward_data", " splits ", p1.splits, " tps ",
-                         p1.tps));
-        const bool same_slices = p1.splits == 1 || p1.tps % 4 == 0;
-        for (const Activation& act : {Activation::none(), Activation::relu(), Activation::tanh()}) {
-          if (!fwd && !act.is_none()) continue;
-          DevArray o0(out_size), o1(out_size);
-          o0.upload(std::vector<float>(out_size, kNaN), kGuard);
-          o1.upload(std::vector<float>(out_size, kNaN), kGuard);
-          if (fwd) {
-            conv_forward_planned(s, p0, x_in->ptr(), w_in->ptr(), b_in->ptr(), o0.ptr(), act);
-            conv_forward_planned(s, p1, x_in->ptr(), w_in->ptr(), b_in->ptr(), o1.ptr(), act);
-          } else {
-            conv_backward_data_planned(s, p0, dy_in->ptr(), w_in->ptr(), o0.ptr());
-            conv_backward_data_planned(s, p1, dy_in->ptr(), w_in->ptr(), o1.ptr());
-          }
-          finish("channels-last pass");
-          EXPECT_TRUE(o1.guards_intact(kGuard));
-          const std::vector<float> got = o1.payload(), eng = o0.payload();
-          if (act.is_none()) EXPECT_TRUE(matches(got, fwd ? want_y : want_dx));
-          if (same_slices) {
-            EXPECT_EQ(0, std::memcmp(got.data(), eng.data(), got.size() * 4))
-                << "not the engine's bits (" << act_name(act) << ")";
-            ++same_bits_runs;
-          }
-          if (act.kind == ActKind::kRelu) {
-            DevArray plain(out_size);
-            conv_forward_planned(s, p1, x_in->ptr(), w_in->ptr(), b_in->ptr(), plain.ptr());
-            finish("channels-last forward, no activation");
-            EXPECT_TRUE(relu_of(plain.payload(), got));
-          }
-        }
-      }
-      // Refused outside bf16, with one line.
-      const ConvPlan p1 = make_conv_plan(s, pass, Tile::kL, 1, true, true);
-      const ScopedPrecision fp32(Precision::kFp32);
-      DevArray o(out_size);
-      if (fwd)
-        EXPECT_THROW(conv_forward_planned(s, p1, x_in->ptr(), w_in->ptr(), b_in->ptr(), o.ptr()),
-                     RuntimeError);
-      else
-        EXPECT_THROW(conv_backward_data_planned(s, p1, dy_in->ptr(), w_in->ptr(), o.ptr()),
-                     RuntimeError);
     }
   }
   EXPECT_GT(same_bits_runs, 20);
 }
 
 // Small, for compute-sanitizer (scripts/gpu-check sanitize): every tile's
-// stand-in on one or a few blocks, split and not, both orders, the bias column.
+// stand-in on one or a few blocks, split and not, both orders, the bias column;
+// in bf16 the channels-last kernels on ldmatrix and on wgmma.
 TEST_P(GpuImplicitTc, SmallPlans) {
   HPMC_REQUIRE_GPU();
   const TensorCores tc(GetParam());
   check_planned({1, 16, 5, 6, 12, 3, 3, 1, 1}, 17050);
   check_planned({1, 5, 9, 7, 20, 3, 3, 1, 1}, 17051);
   check_gemm(false, true, 37, 45, 29, true, 17052, 3, 5, 3);
+  // bf16: the channels-last passes on one block each (K = 40: a partial
+  // column tile), on both main loops
+  for (const int wg : {0, 1}) {
+    const gpu::implicit_detail::ScopedNhwcWgmma loop(wg);
+    check_planned({1, 32, 5, 7, 40, 3, 3, 1, 1}, 17053 + wg);
+  }
 }
 
 TEST_P(GpuImplicitTc, AutomaticPlansOnOddShapes) {

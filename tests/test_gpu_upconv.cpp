@@ -938,7 +938,8 @@ TEST(GpuUpconvPlanned, DefaultPlansAreValid) {
     }
 }
 
-// bf16's channels-last fold (implicit_upconv_nhwc_kernels.cuh) against the
+// bf16's channels-last fold (implicit_upconv_nhwc_kernels.cuh), on ldmatrix
+// and mma.sync and (where it runs) on wgmma, against the
 // FP32-stage engine's bf16 fold on the same plan: the same bits where the
 // slices agree (one slice, or tps % 4 == 0; in the weight gradient, with the
 // low-resolution pixels in whole 16s), and against the double reference on
@@ -966,114 +967,122 @@ TEST(GpuUpconvPlanned, ChannelsLastFoldMatchesTheEngine) {
                           {1, 256, 3, 5, 40}, {2, 128, 8, 8, 256}};
   uint64_t seed = 7600;
   int same_bits_runs = 0;
-  for (const UpCase& uc : cases) {
-    SCOPED_TRACE(describe(uc));
-    const Fixture f(uc, seed++);
-    const Conv2dShape& s = f.s;
-    const std::vector<float> xr = rounded(f.x), dyr = rounded(f.dy);
-    const std::vector<float> upr = upsample(xr, uc.N, uc.C, uc.h, uc.w);
-    const Ref want_y = with_bias(s, ref_forward(s, upr, f.w), f.b);
-    const Ref want_dx = ref_backward_data(s, dyr, f.w);
-    const Ref want_dw = accumulated(f.dw0, ref_weight_grad(s, upr, dyr));
-    auto x_in = input(f.x), w_in = input(f.w), b_in = input(f.b), dy_in = input(f.dy),
-         m_in = input(f.mask);
-    constexpr double kFolded = 1.0 / 256;  // 2^-8
-    for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kWeightGrad}) {
-      SCOPED_TRACE(str("pass ", int(pass)));
-      const bool applies = pass == ConvPass::kForward       ? det::upconv_nhwc_forward(s)
-                           : pass == ConvPass::kBackwardData ? det::upconv_nhwc_backward_data(s)
-                                                             : det::upconv_nhwc_weight_grad(s);
-      EXPECT_EQ(det::plan_upconv(s, pass).nhwc, applies);
-      {
-        const ScopedPrecision fp32(Precision::kFp32);
-        EXPECT_FALSE(det::plan_upconv(s, pass).nhwc);
-      }
-      if (!applies) {
-        EXPECT_THROW(det::make_upconv_plan(s, pass, Tile::kL, 1, true), RuntimeError);
-        continue;
-      }
-      for (int splits : {1, 2, 3, 7}) {
-        const det::ConvPlan p0 = det::make_upconv_plan(s, pass, Tile::kL, splits);
-        const det::ConvPlan p1 = det::make_upconv_plan(s, pass, Tile::kL, splits, true);
-        SCOPED_TRACE(str("splits ", p1.splits, " tps ", p1.tps));
-        const bool same_slices = p1.splits == 1 || p1.tps % 4 == 0;
-        if (pass == ConvPass::kForward) {
-          for (const Activation& act :
-               {Activation::none(), Activation::relu(), Activation::tanh()}) {
-            SCOPED_TRACE(act_name(act));
-            auto y0 = output(f.dy.size()), y1 = output(f.dy.size());
-            det::upconv_forward_planned(s, p0, x_in->ptr(), w_in->ptr(), b_in->ptr(), y0->ptr(),
-                                        act);
-            det::upconv_forward_planned(s, p1, x_in->ptr(), w_in->ptr(), b_in->ptr(), y1->ptr(),
-                                        act);
-            finish("channels-last fold forward");
-            const std::vector<float> got = y1->payload(), eng = y0->payload();
-            EXPECT_TRUE(y1->guards_intact(kGuard));
-            if (act.is_none()) EXPECT_TRUE(matches(got, want_y, f.ydims, kFolded));
-            if (act.kind == ActKind::kRelu) {
-              auto plain = output(f.dy.size());
-              det::upconv_forward_planned(s, p1, x_in->ptr(), w_in->ptr(), b_in->ptr(),
-                                          plain->ptr(), Activation::none());
-              finish("channels-last fold forward, no activation");
-              EXPECT_TRUE(relu_of(plain->payload(), got));
+  for (const int wg : {0, 1}) {  // ldmatrix and mma.sync, then wgmma where it runs
+    const det::ScopedNhwcWgmma loop(wg);
+    if (wg && !det::nhwc_wgmma()) {
+      std::printf("  wgmma main loop: not run here (needs sm_90a code on a 9.0 device)\n");
+      continue;
+    }
+    SCOPED_TRACE(wg ? "wgmma" : "mma.sync");
+    for (const UpCase& uc : cases) {
+      SCOPED_TRACE(describe(uc));
+      const Fixture f(uc, seed++);
+      const Conv2dShape& s = f.s;
+      const std::vector<float> xr = rounded(f.x), dyr = rounded(f.dy);
+      const std::vector<float> upr = upsample(xr, uc.N, uc.C, uc.h, uc.w);
+      const Ref want_y = with_bias(s, ref_forward(s, upr, f.w), f.b);
+      const Ref want_dx = ref_backward_data(s, dyr, f.w);
+      const Ref want_dw = accumulated(f.dw0, ref_weight_grad(s, upr, dyr));
+      auto x_in = input(f.x), w_in = input(f.w), b_in = input(f.b), dy_in = input(f.dy),
+           m_in = input(f.mask);
+      constexpr double kFolded = 1.0 / 256;  // 2^-8
+      for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kWeightGrad}) {
+        SCOPED_TRACE(str("pass ", int(pass)));
+        const bool applies = pass == ConvPass::kForward       ? det::upconv_nhwc_forward(s)
+                             : pass == ConvPass::kBackwardData ? det::upconv_nhwc_backward_data(s)
+                                                               : det::upconv_nhwc_weight_grad(s);
+        EXPECT_EQ(det::plan_upconv(s, pass).nhwc, applies);
+        {
+          const ScopedPrecision fp32(Precision::kFp32);
+          EXPECT_FALSE(det::plan_upconv(s, pass).nhwc);
+        }
+        if (!applies) {
+          EXPECT_THROW(det::make_upconv_plan(s, pass, Tile::kL, 1, true), RuntimeError);
+          continue;
+        }
+        for (int splits : {1, 2, 3, 7}) {
+          const det::ConvPlan p0 = det::make_upconv_plan(s, pass, Tile::kL, splits);
+          const det::ConvPlan p1 = det::make_upconv_plan(s, pass, Tile::kL, splits, true);
+          SCOPED_TRACE(str("splits ", p1.splits, " tps ", p1.tps));
+          const bool same_slices = p1.splits == 1 || p1.tps % 4 == 0;
+          if (pass == ConvPass::kForward) {
+            for (const Activation& act :
+                 {Activation::none(), Activation::relu(), Activation::tanh()}) {
+              SCOPED_TRACE(act_name(act));
+              auto y0 = output(f.dy.size()), y1 = output(f.dy.size());
+              det::upconv_forward_planned(s, p0, x_in->ptr(), w_in->ptr(), b_in->ptr(), y0->ptr(),
+                                          act);
+              det::upconv_forward_planned(s, p1, x_in->ptr(), w_in->ptr(), b_in->ptr(), y1->ptr(),
+                                          act);
+              finish("channels-last fold forward");
+              const std::vector<float> got = y1->payload(), eng = y0->payload();
+              EXPECT_TRUE(y1->guards_intact(kGuard));
+              if (act.is_none()) EXPECT_TRUE(matches(got, want_y, f.ydims, kFolded));
+              if (act.kind == ActKind::kRelu) {
+                auto plain = output(f.dy.size());
+                det::upconv_forward_planned(s, p1, x_in->ptr(), w_in->ptr(), b_in->ptr(),
+                                            plain->ptr(), Activation::none());
+                finish("channels-last fold forward, no activation");
+                EXPECT_TRUE(relu_of(plain->payload(), got));
+              }
+              if (same_slices) {
+                EXPECT_EQ(0, std::memcmp(got.data(), eng.data(), got.size() * 4))
+                    << "not the engine's bits";
+                ++same_bits_runs;
+              }
             }
-            if (same_slices) {
+          } else if (pass == ConvPass::kBackwardData) {
+            for (bool masked : {false, true}) {
+              SCOPED_TRACE(masked ? "mask" : "no mask");
+              const float* mask = masked ? m_in->ptr() : nullptr;
+              auto d0 = output(f.x.size()), d1 = output(f.x.size());
+              det::upconv_backward_data_planned(s, p0, dy_in->ptr(), w_in->ptr(), mask, d0->ptr());
+              det::upconv_backward_data_planned(s, p1, dy_in->ptr(), w_in->ptr(), mask, d1->ptr());
+              finish("channels-last fold backward_data");
+              const std::vector<float> got = d1->payload(), eng = d0->payload();
+              EXPECT_TRUE(d1->guards_intact(kGuard));
+              EXPECT_TRUE(matches(got, masked ? with_mask(want_dx, f.mask) : want_dx, f.xdims,
+                                  kFolded));
+              if (same_slices) {
+                EXPECT_EQ(0, std::memcmp(got.data(), eng.data(), got.size() * 4))
+                    << "not the engine's bits";
+                ++same_bits_runs;
+              }
+            }
+          } else {
+            DevArray d0(f.w.size()), d1(f.w.size());
+            d0.upload(f.dw0, kGuard);
+            d1.upload(f.dw0, kGuard);
+            det::upconv_weight_grad_planned(s, p0, x_in->ptr(), dy_in->ptr(), d0.ptr());
+            det::upconv_weight_grad_planned(s, p1, x_in->ptr(), dy_in->ptr(), d1.ptr());
+            finish("channels-last fold weight gradient");
+            const std::vector<float> got = d1.payload(), eng = d0.payload();
+            EXPECT_TRUE(d1.guards_intact(kGuard));
+            EXPECT_TRUE(matches(got, want_dw, f.wdims));
+            if (same_slices && (long long)uc.N * uc.h * uc.w % 16 == 0) {
               EXPECT_EQ(0, std::memcmp(got.data(), eng.data(), got.size() * 4))
                   << "not the engine's bits";
               ++same_bits_runs;
             }
-          }
-        } else if (pass == ConvPass::kBackwardData) {
-          for (bool masked : {false, true}) {
-            SCOPED_TRACE(masked ? "mask" : "no mask");
-            const float* mask = masked ? m_in->ptr() : nullptr;
-            auto d0 = output(f.x.size()), d1 = output(f.x.size());
-            det::upconv_backward_data_planned(s, p0, dy_in->ptr(), w_in->ptr(), mask, d0->ptr());
-            det::upconv_backward_data_planned(s, p1, dy_in->ptr(), w_in->ptr(), mask, d1->ptr());
-            finish("channels-last fold backward_data");
-            const std::vector<float> got = d1->payload(), eng = d0->payload();
-            EXPECT_TRUE(d1->guards_intact(kGuard));
-            EXPECT_TRUE(matches(got, masked ? with_mask(want_dx, f.mask) : want_dx, f.xdims,
-                                kFolded));
-            if (same_slices) {
-              EXPECT_EQ(0, std::memcmp(got.data(), eng.data(), got.size() * 4))
-                  << "not the engine's bits";
-              ++same_bits_runs;
-            }
-          }
-        } else {
-          DevArray d0(f.w.size()), d1(f.w.size());
-          d0.upload(f.dw0, kGuard);
-          d1.upload(f.dw0, kGuard);
-          det::upconv_weight_grad_planned(s, p0, x_in->ptr(), dy_in->ptr(), d0.ptr());
-          det::upconv_weight_grad_planned(s, p1, x_in->ptr(), dy_in->ptr(), d1.ptr());
-          finish("channels-last fold weight gradient");
-          const std::vector<float> got = d1.payload(), eng = d0.payload();
-          EXPECT_TRUE(d1.guards_intact(kGuard));
-          EXPECT_TRUE(matches(got, want_dw, f.wdims));
-          if (same_slices && (long long)uc.N * uc.h * uc.w % 16 == 0) {
-            EXPECT_EQ(0, std::memcmp(got.data(), eng.data(), got.size() * 4))
-                << "not the engine's bits";
-            ++same_bits_runs;
           }
         }
-      }
-      // Refused outside bf16, with one line.
-      const det::ConvPlan p1 = det::make_upconv_plan(s, pass, Tile::kL, 1, true);
-      const ScopedPrecision fp32(Precision::kFp32);
-      auto o = output(std::max(f.dy.size(), f.x.size()));
-      DevArray dw(f.w.size());
-      try {
-        if (pass == ConvPass::kForward)
-          det::upconv_forward_planned(s, p1, x_in->ptr(), w_in->ptr(), b_in->ptr(), o->ptr(),
-                                      Activation::none());
-        else if (pass == ConvPass::kBackwardData)
-          det::upconv_backward_data_planned(s, p1, dy_in->ptr(), w_in->ptr(), nullptr, o->ptr());
-        else
-          det::upconv_weight_grad_planned(s, p1, x_in->ptr(), dy_in->ptr(), dw.ptr());
-        ADD_FAILURE() << "an nhwc plan ran in fp32";
-      } catch (const RuntimeError& e) {
-        EXPECT_NE(std::string(e.what()).find("bf16"), std::string::npos) << e.what();
+        // Refused outside bf16, with one line.
+        const det::ConvPlan p1 = det::make_upconv_plan(s, pass, Tile::kL, 1, true);
+        const ScopedPrecision fp32(Precision::kFp32);
+        auto o = output(std::max(f.dy.size(), f.x.size()));
+        DevArray dw(f.w.size());
+        try {
+          if (pass == ConvPass::kForward)
+            det::upconv_forward_planned(s, p1, x_in->ptr(), w_in->ptr(), b_in->ptr(), o->ptr(),
+                                        Activation::none());
+          else if (pass == ConvPass::kBackwardData)
+            det::upconv_backward_data_planned(s, p1, dy_in->ptr(), w_in->ptr(), nullptr, o->ptr());
+          else
+            det::upconv_weight_grad_planned(s, p1, x_in->ptr(), dy_in->ptr(), dw.ptr());
+          ADD_FAILURE() << "an nhwc plan ran in fp32";
+        } catch (const RuntimeError& e) {
+          EXPECT_NE(std::string(e.what()).find("bf16"), std::string::npos) << e.what();
+        }
       }
     }
   }

@@ -182,9 +182,11 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <type_traits>
 
 #include "core/cuda_check.h"
@@ -454,6 +456,53 @@ void allow_smem(size_t bytes) {
 
 size_t round4(size_t n) { return (n + 3) / 4 * 4; }  // keeps what follows 16-byte aligned
 
+// ---- wgmma for the channels-last kernels ---------------------------------------------
+// The forward and backward_data passes of the channels-last kernels (plain and
+// folded) run on wgmma (implicit_nhwc_kernels.cuh: nhwc_wg_tile) where the
+// code this process runs has it: a compute capability 9.0 device and this
+// file's sm_90a machine code loaded, which a probe kernel of this file says
+// (a build without sm_90a, or a driver that took the sm_90 code, answers no).
+// HPMC_WGMMA=0 in the environment, or set_nhwc_wgmma(0), keeps them on
+// ldmatrix and mma.sync (the same products in the same order).
+__global__ void wgmma_probe_kernel(int* out) { *out = HPMC_WGMMA; }
+
+std::atomic<int> g_wgmma_forced{-1};
+
+bool device_runs_wgmma() {
+  static std::mutex mu;
+  static int known[64];  // per device: 0 unknown, 1 no, 2 yes
+  int dev = 0;
+  HPMC_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  if (dev < 0 || dev >= 64) return false;
+  if (known[dev] == 0) {
+    cudaDeviceProp prop{};
+    HPMC_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+    int yes = 0;
+    if (prop.major == 9 && prop.minor == 0) {
+      int* flag = nullptr;
+      HPMC_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
+      wgmma_probe_kernel<<<1, 1>>>(flag);
+      HPMC_CUDA_LAUNCH_CHECK("wgmma probe");
+      HPMC_CUDA_CHECK(cudaMemcpy(&yes, flag, sizeof(int), cudaMemcpyDeviceToHost));
+      HPMC_CUDA_CHECK(cudaFree(flag));
+    }
+    known[dev] = yes ? 2 : 1;
+  }
+  return known[dev] == 2;
+}
+
+bool use_wgmma() {
+  const int forced = g_wgmma_forced.load(std::memory_order_relaxed);
+  if (forced == 0) return false;
+  static const bool env_off = [] {
+    const char* v = std::getenv("HPMC_WGMMA");
+    return v && std::string(v) == "0";
+  }();
+  if (forced < 0 && env_off) return false;
+  return device_runs_wgmma();
+}
+
 unsigned grid_stride_blocks(long long count) {
   return unsigned(std::max<long long>(1, std::min<long long>((count + 255) / 256, 4096)));
 }
@@ -620,8 +669,13 @@ void conv_nhwc(const ConvArgs& a, bool dgrad, const ConvPlan& p, const float* in
   const auto launch = [&](const auto& e, auto dgrad_tag) {
     using Epi = std::decay_t<decltype(e)>;
     constexpr bool D = decltype(dgrad_tag)::value;
-    allow_smem<nh::conv_nhwc_kernel<D, Epi>>(nh::kSmemBytes);
-    nh::conv_nhwc_kernel<D, Epi><<<grid, nh::kNT, nh::kSmemBytes>>>(a, inb, wb, tps, e);
+    if (use_wgmma()) {
+      allow_smem<nh::conv_nhwc_kernel<D, Epi, true>>(nh::kWgSmemBytes);
+      nh::conv_nhwc_kernel<D, Epi, true><<<grid, nh::kNT, nh::kWgSmemBytes>>>(a, inb, wb, tps, e);
+    } else {
+      allow_smem<nh::conv_nhwc_kernel<D, Epi>>(nh::kSmemBytes);
+      nh::conv_nhwc_kernel<D, Epi><<<grid, nh::kNT, nh::kSmemBytes>>>(a, inb, wb, tps, e);
+    }
     HPMC_CUDA_LAUNCH_CHECK(what);
   };
   if (dgrad) {
@@ -697,6 +751,9 @@ void conv_nhwc_wgrad(const ConvArgs& a, const ConvPlan& p, const float* x, const
 }
 
 }  // namespace
+
+bool nhwc_wgmma() { return use_wgmma(); }
+void set_nhwc_wgmma(int mode) { g_wgmma_forced.store(mode < 0 ? -1 : mode ? 1 : 0); }
 
 // ---- planned GEMM path (implicit_conv.h) -------------------------------------------------
 
@@ -1200,9 +1257,15 @@ void upconv_nhwc_forward(const UpArgs& a, const ConvPlan& p, const float* x_low,
                   unsigned(4 * splits)};
   const auto launch = [&](const auto& e) {
     using Epi = std::decay_t<decltype(e)>;
-    allow_smem<nh::upconv_nhwc_kernel<false, Epi>>(nh::kSmemBytes);
-    nh::upconv_nhwc_kernel<false, Epi><<<grid, nh::kNT, nh::kSmemBytes>>>(a, xh, wb, splits,
-                                                                          tps, e);
+    if (use_wgmma()) {
+      allow_smem<nh::upconv_nhwc_kernel<false, Epi, true>>(nh::kWgSmemBytes);
+      nh::upconv_nhwc_kernel<false, Epi, true>
+          <<<grid, nh::kNT, nh::kWgSmemBytes>>>(a, xh, wb, splits, tps, e);
+    } else {
+      allow_smem<nh::upconv_nhwc_kernel<false, Epi>>(nh::kSmemBytes);
+      nh::upconv_nhwc_kernel<false, Epi><<<grid, nh::kNT, nh::kSmemBytes>>>(a, xh, wb, splits,
+                                                                            tps, e);
+    }
     HPMC_CUDA_LAUNCH_CHECK(what);
   };
   if (splits > 1) {
@@ -1240,9 +1303,15 @@ void upconv_nhwc_backward_data(const UpArgs& a, const ConvPlan& p, const float* 
                         : make_conv_out(dx_low, nullptr, a.M, a.C, a.hw, 0, false, relu_mask);
   const dim3 grid{unsigned((a.M + nh::kBM - 1) / nh::kBM), unsigned((a.C + nh::kBN - 1) / nh::kBN),
                   unsigned(splits)};
-  allow_smem<nh::upconv_nhwc_kernel<true, ConvOut>>(nh::kSmemBytes);
-  nh::upconv_nhwc_kernel<true, ConvOut><<<grid, nh::kNT, nh::kSmemBytes>>>(a, dyb, wb, splits,
-                                                                           tps, e);
+  if (use_wgmma()) {
+    allow_smem<nh::upconv_nhwc_kernel<true, ConvOut, true>>(nh::kWgSmemBytes);
+    nh::upconv_nhwc_kernel<true, ConvOut, true>
+        <<<grid, nh::kNT, nh::kWgSmemBytes>>>(a, dyb, wb, splits, tps, e);
+  } else {
+    allow_smem<nh::upconv_nhwc_kernel<true, ConvOut>>(nh::kSmemBytes);
+    nh::upconv_nhwc_kernel<true, ConvOut><<<grid, nh::kNT, nh::kSmemBytes>>>(a, dyb, wb, splits,
+                                                                             tps, e);
+  }
   HPMC_CUDA_LAUNCH_CHECK(what);
   if (splits > 1)
     reduce_out_slices(ws, splits, count, a.hw, a.C, nullptr, false, dx_low,

@@ -27,6 +27,22 @@ struct ConvPlan {
   bool nhwc = false;
 };
 
+// Whether bf16's channels-last forward and backward_data passes (plain and
+// folded) run on wgmma here: a compute capability 9.0 device running this
+// build's sm_90a code, unless HPMC_WGMMA=0 is in the environment or
+// set_nhwc_wgmma(0) turned it off (1: on wherever it runs, whatever the
+// environment; −1: the rule again). Else on ldmatrix and mma.sync: the same
+// products, summed in the same order. Tests compare both main loops.
+bool nhwc_wgmma();
+void set_nhwc_wgmma(int mode);
+// set_nhwc_wgmma(mode) for a scope, then the automatic rule again (tests).
+struct ScopedNhwcWgmma {
+  explicit ScopedNhwcWgmma(int mode) { set_nhwc_wgmma(mode); }
+  ~ScopedNhwcWgmma() { set_nhwc_wgmma(-1); }
+  ScopedNhwcWgmma(const ScopedNhwcWgmma&) = delete;
+  ScopedNhwcWgmma& operator=(const ScopedNhwcWgmma&) = delete;
+};
+
 // GEMM_K of the pass in k-tiles of 8.
 int conv_ktiles(const Conv2dShape& s, ConvPass pass);
 

@@ -67,6 +67,7 @@ struct FoldRowsLoader {
     tap = k0 / cin();
     c0 = k0 - tap * cin();
   }
+  template <class L = MmaSlots>
   __device__ __forceinline__ void issue(uint4 (*st)[kPieces]) {
     int dy, dx;  // the tap's pixel, from (2i, 2j) (backward_data) or (i, j) (forward)
     if constexpr (DGRAD) {
@@ -84,8 +85,7 @@ struct FoldRowsLoader {
                       (unsigned)x < (unsigned)win();
       const uint16_t* src =
           ok ? in + ((long long)(img0[i] + y * win() + x) * cin() + c0 + 8 * piece) : in;
-      const int row = row0 + 32 * i;
-      copy16(reinterpret_cast<float*>(&st[row][swizzle(row, piece)]),
+      copy16(reinterpret_cast<float*>(&st[0][0] + L::a(row0 + 32 * i, piece)),
              reinterpret_cast<const float*>(src), ok);
     }
     c0 += kBKN;
@@ -99,34 +99,24 @@ struct FoldRowsLoader {
 // parity lie two floats apart, so tc_store's runs (each lane 4 rows of one
 // column) put every store of a warp in a different 32-byte sector; here a
 // warp's 32 rows (4 image rows of 8 pixels, say) fall in 8 sectors.
-template <bool ACT>
-__device__ __forceinline__ void nhwc_store(const FoldOutT<ACT>& epi,
-                                           const float (&acc)[kMI][kNI][4], int m0, int n0) {
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  float* const tile = reinterpret_cast<float*>(smem_raw);
+// each(half, put): put(m, column, value) for this thread's values in columns
+// 64·half … 64·half + 63 of the tile.
+template <bool ACT, class Each>
+__device__ __forceinline__ void fold_tile_store(const FoldOutT<ACT>& epi, unsigned char* smem,
+                                                int m0, int n0, const Each& each) {
+  float* const tile = reinterpret_cast<float*>(smem);
   constexpr int kHalf = kBN / 2, kLd = kBM + 4;
   static_assert(sizeof(float) * kHalf * kLd <= kSmemBytes, "the staged half fits the stages");
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int wm0 = (warp % Tc::WGM) * Tc::WM, wn0 = (warp / Tc::WGM) * Tc::WN;
-  const int g = lane >> 2, t = lane & 3;
   // Rows are stored at m ^ ((column >> 3) & 3): a warp's writes (rows 4g + u,
   // columns 8t + …) then hit 32 banks, and its reads (32 rows of a column) still do.
   const auto swz = [](int col) { return (col >> 3) & 3; };
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     __syncthreads();  // the stages' last reads (or the previous half's) are done
-    if (wn0 == half * kHalf) {  // warp-uniform: this warp's columns are this half
-#pragma unroll
-      for (int i = 0; i < kMI; ++i)
-#pragma unroll
-        for (int j = 0; j < kNI; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {  // tc_store's row and column of acc[i][j][e]
-            const int m = wm0 + run_pos<2 * kMI>(2 * i + (e >> 1), g);
-            const int col = run_pos<kNI>(j, 2 * t + (e & 1));
-            tile[col * kLd + (m ^ swz(col))] = acc[i][j][e];
-          }
-    }
+    each(half, [&](int m, int col, float v) {
+      col -= half * kHalf;
+      tile[col * kLd + (m ^ swz(col))] = v;
+    });
     __syncthreads();
     for (int idx = threadIdx.x; idx < kHalf * kBM; idx += kNT) {
       const int nl = idx / kBM, ml = idx - nl * kBM;
@@ -138,11 +128,51 @@ __device__ __forceinline__ void nhwc_store(const FoldOutT<ACT>& epi,
   }
 }
 
+template <bool ACT>
+__device__ __forceinline__ void nhwc_store(const FoldOutT<ACT>& epi,
+                                           const float (&acc)[kMI][kNI][4], int m0, int n0) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int wm0 = (warp % Tc::WGM) * Tc::WM, wn0 = (warp / Tc::WGM) * Tc::WN;
+  const int g = lane >> 2, t = lane & 3;
+  fold_tile_store(epi, smem_raw, m0, n0, [&](int half, const auto& put) {
+    if (wn0 != half * (kBN / 2)) return;  // warp-uniform: this warp's columns are this half
+#pragma unroll
+    for (int i = 0; i < kMI; ++i)
+#pragma unroll
+      for (int j = 0; j < kNI; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)  // tc_store's row and column of acc[i][j][e]
+          put(wm0 + run_pos<2 * kMI>(2 * i + (e >> 1), g),
+              wn0 + run_pos<kNI>(j, 2 * t + (e & 1)), acc[i][j][e]);
+  });
+}
+
+// The same from the wgmma tile (nhwc_wg_store's mapping).
+template <bool ACT>
+__device__ __forceinline__ void nhwc_wg_store(const FoldOutT<ACT>& epi, const float (&d)[2][64],
+                                              int m0, int n0) {
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  fold_tile_store(epi, wg_smem(), m0, n0, [&](int half, const auto& put) {
+#pragma unroll
+    for (int jh = 0; jh < 8; ++jh)  // j = 8·half + jh: the half's columns
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = 8 * half + jh;
+          put(32 * w + 4 * g + u, 32 * (j >> 2) + 8 * t + 4 * e + (j & 3),
+              d[u >> 1][4 * j + 2 * (u & 1) + e]);
+        }
+  });
+}
+
 // Forward (blockIdx.z = parity·splits + slice; Epi FoldOut / FoldActOut with
 // one slice, else ConvOut into the parity-major workspace) or backward_data
 // (blockIdx.z = the slice; ConvOut on the low-resolution map). Slices of tps
 // k-tiles of 32. kSmemBytes of dynamic shared memory.
-template <bool DGRAD, class Epi>
+// WG as conv_nhwc_kernel's.
+template <bool DGRAD, class Epi, bool WG = false>
 __global__ void __launch_bounds__(kNT, 2)
     upconv_nhwc_kernel(const __grid_constant__ UpArgs a, const uint16_t* __restrict__ in,
                        const uint16_t* __restrict__ wb, int splits, int tps,
@@ -155,9 +185,15 @@ __global__ void __launch_bounds__(kNT, 2)
   FoldRowsLoader<DGRAD> al(a, in, parity, m0, threadIdx.x);
   const int rows = DGRAD ? a.C : a.K;
   BLoader bl(wb + (size_t)parity * rows * kdim, rows, kdim, n0, threadIdx.x);
-  float acc[kMI][kNI][4];
-  nhwc_tile(al, bl, kt0, kt1, acc);
-  nhwc_store(epi, acc, m0, n0);
+  if constexpr (WG) {
+    float d[2][64];
+    nhwc_wg_tile(al, bl, kt0, kt1, d);
+    nhwc_wg_store(epi, d, m0, n0);
+  } else {
+    float acc[kMI][kNI][4];
+    nhwc_tile(al, bl, kt0, kt1, acc);
+    nhwc_store(epi, acc, m0, n0);
+  }
 }
 
 // The weight gradient: blockIdx.z = parity·splits + slice, slices of tps
