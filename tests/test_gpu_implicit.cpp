@@ -1115,8 +1115,8 @@ TEST_P(GpuImplicitTc, SmallPlans) {
   check_planned({1, 16, 5, 6, 12, 3, 3, 1, 1}, 17050);
   check_planned({1, 5, 9, 7, 20, 3, 3, 1, 1}, 17051);
   check_gemm(false, true, 37, 45, 29, true, 17052, 3, 5, 3);
-  // bf16: the channels-last passes on one block each (K = 40: a partial
-  // column tile), on both main loops
+  // bf16: the channels-last forward and backward_data on one block each
+  // (K = 40: a partial column tile), on both main loops
   for (const int wg : {0, 1}) {
     const gpu::implicit_detail::ScopedNhwcWgmma loop(wg);
     check_planned({1, 32, 5, 7, 40, 3, 3, 1, 1}, 17053 + wg);
@@ -1452,7 +1452,8 @@ class DevBytes {
 // conv2d_backward_params on it; refused where the codes' rows are not whole
 // 4-byte words). Batch 1, C 1-4, K short of a block of 64 channels and past one, odd
 // H and W (a last row or column no window covers: zero gradient), 2×2 (one
-// window), misaligned outputs (scalar stores); fp32 and bf16, and in bf16
+// window), misaligned outputs (scalar stores), batch 40 (the bf16 kernel's
+// blocks of two quad rows; one at smaller grids); fp32 and bf16, and in bf16
 // 5×5 windows (pad 2; in fp32 those are not conv_pool_applies').
 TEST(GpuImplicitThinInput, ForwardWithPool) {
   HPMC_REQUIRE_GPU();
@@ -1464,7 +1465,10 @@ TEST(GpuImplicitThinInput, ForwardWithPool) {
                             {2, 3, 5, 40, 70, 3, 3, 1, 1},   // a second unit of 8 pixels
                             {2, 3, 32, 32, 256, 5, 5, 1, 2},  // the 5×5 autoencoder's conv1
                             {1, 1, 7, 9, 5, 5, 5, 1, 2},    {3, 4, 10, 6, 70, 5, 5, 1, 2},
-                            {2, 2, 2, 2, 65, 5, 5, 1, 2},   {1, 3, 9, 17, 33, 5, 5, 1, 2}};
+                            {2, 2, 2, 2, 65, 5, 5, 1, 2},   {1, 3, 9, 17, 33, 5, 5, 1, 2},
+                            // grids of two blocks an SM and more: in bf16 two quad rows a
+                            // block (the others one)
+                            {40, 3, 32, 32, 40, 3, 3, 1, 1}, {40, 2, 32, 32, 24, 5, 5, 1, 2}};
   uint64_t seed = 6080;
   for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
     const TensorCores tc(prec);

@@ -1070,16 +1070,20 @@ template <TfOut OUT, class Act>
 void launch_thin_input_fwd(const Conv2dShape& s, const TfArgs& a, const float* x, const float* w,
                            const float* b, Act act, float* y, unsigned char* code) {
   if (current_precision() == Precision::kBf16) {
-    const long long gx = (long long)s.N * ((a.qh + kTcQR - 1) / kTcQR) *
-                         ((a.qw + kTcQC - 1) / kTcQC);
+    const auto blocks_x = [&](int qr) {
+      return (long long)s.N * ((a.qh + qr - 1) / qr) * ((a.qw + kTcQC - 1) / kTcQC);
+    };
+    const long long gy = (s.K + kTcKB - 1) / kTcKB;
+    const int qr = blocks_x(kTcQR) * gy < 2LL * sm_count() ? 1 : kTcQR;
+    const long long gx = blocks_x(qr);
     check_grid("implicit conv2d forward (few input channels, bf16)", gx);
-    const dim3 grid(unsigned(gx), unsigned((s.K + kTcKB - 1) / kTcKB));
+    const dim3 grid{unsigned(gx), unsigned(gy)};
     const auto launch = [&](auto r_tag, auto c_tag) {
       constexpr int R = decltype(r_tag)::value, C = decltype(c_tag)::value;
       constexpr size_t smem = sizeof(TcSmem<R, C>);
       allow_smem<thin_input_fwd_tc_kernel<R, C, OUT>>(smem);
-      thin_input_fwd_tc_kernel<R, C, OUT><<<grid, 32 * kTcWarps, smem>>>(a, x, w, b, act, y,
-                                                                         code);
+      thin_input_fwd_tc_kernel<R, C, OUT><<<grid, kTcThreads, smem>>>(a, qr, x, w, b, act, y,
+                                                                      code);
     };
     const auto with_c = [&](auto r_tag) {
       switch (s.C) {

@@ -618,7 +618,8 @@ __global__ void __launch_bounds__(kTfThreads)
 // bottom tile at (2i + 1, …), so lane (g, t)'s c0, c1 of both tiles are quad
 // (i, 4·pj + t) of output channel m-tile row g (c2, c3: row g + 8), and the
 // pool and the activation need no exchange between lanes. A block is kTcQR
-// quad rows × kTcQC quad columns of one image × kTcKB channels; its x window
+// quad rows (one where that would leave an SM fewer than two blocks: a small
+// batch) × kTcQC quad columns of one image × kTcKB channels; its x window
 // (with the halo and zeros outside the image) is staged in shared memory in
 // bf16, and each lane builds its B fragments from it through per-lane
 // offsets of its k values (c, r, s), made once. Pooled, a warp gathers a quad
@@ -676,41 +677,74 @@ __device__ __forceinline__ void warp_rows_out(T* dst, size_t step, const T* src,
   }
 }
 
-// Grid: (N·⌈qh/kTcQR⌉·⌈qw/kTcQC⌉, ⌈K/kTcKB⌉); 32·kTcWarps threads,
-// sizeof(TcSmem<R, C>) bytes of dynamic shared memory.
+// Both stagings below issue a batch of loads before their first store (the
+// loop bounds are compile-time, the loads independent): one trip to L2 a
+// batch instead of one a value, which at one or two blocks an SM (a small
+// batch) was most of the kernel.
+constexpr int kTcThreads = 32 * kTcWarps, kTcLoadBatch = 8;
+
+// Grid: (N·⌈qh/qr⌉·⌈qw/kTcQC⌉, ⌈K/kTcKB⌉), qr (1 or kTcQR) quad rows a
+// block: 1 where kTcQR would leave the SMs with less than two blocks each;
+// kTcThreads threads, sizeof(TcSmem<R, C>) bytes of dynamic shared memory.
 template <int R, int C, TfOut OUT>
-__global__ void __launch_bounds__(32 * kTcWarps)
-    thin_input_fwd_tc_kernel(const __grid_constant__ TfArgs a, const float* __restrict__ x,
-                             const float* __restrict__ w, const float* __restrict__ bias,
-                             EpiAct<OUT == TfOut::kAct> act, float* __restrict__ y,
-                             unsigned char* __restrict__ code) {
+__global__ void __launch_bounds__(kTcThreads)
+    thin_input_fwd_tc_kernel(const __grid_constant__ TfArgs a, int qr,
+                             const float* __restrict__ x, const float* __restrict__ w,
+                             const float* __restrict__ bias, EpiAct<OUT == TfOut::kAct> act,
+                             float* __restrict__ y, unsigned char* __restrict__ code) {
   using Sm = TcSmem<R, C>;
   constexpr int RR = R * R, CRS = RR * C, KS = Sm::kKS, WLD = Sm::kWLd;
   constexpr int XR = Sm::kXR, XC = Sm::kXC;
   extern __shared__ __align__(16) unsigned char tc_raw[];
   Sm& sm = *reinterpret_cast<Sm*>(tc_raw);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int tiles_c = (a.qw + kTcQC - 1) / kTcQC, tiles_r = (a.qh + kTcQR - 1) / kTcQR;
+  const int tiles_c = (a.qw + kTcQC - 1) / kTcQC, tiles_r = (a.qh + qr - 1) / qr;
   const int tc = blockIdx.x % tiles_c, rest = blockIdx.x / tiles_c;
   const int tr = rest % tiles_r, n = rest / tiles_r;
-  const int i0 = tr * kTcQR, j0 = tc * kTcQC;  // the block's first quad
+  const int i0 = tr * qr, j0 = tc * kTcQC;  // the block's first quad
   const int kb = blockIdx.y * kTcKB, k0 = kb + warp * kTcWM;
 
   // x[n][c][2·i0 − R/2 + rr][2·j0 − R/2 + cc] in bf16, zeros outside the image
+  // (rows past the block's 2·qr + R − 1 are read by no lane)
   const float* xn = x + (size_t)n * a.CHW;
-  for (int e = threadIdx.x; e < (C + 1) * XR * XC; e += blockDim.x) {
-    const int c = e / (XR * XC), rr = e / XC % XR, cc = e % XC;
-    const int hh = 2 * i0 - R / 2 + rr, ww = 2 * j0 - R / 2 + cc;
-    const bool ok = c < C && (unsigned)hh < (unsigned)a.H && (unsigned)ww < (unsigned)a.W;
-    sm.x[e] = mma::bf16(ok ? __ldg(xn + (size_t)c * a.HW + hh * a.W + ww) : 0.f);
+  constexpr int XE = (C + 1) * XR * XC, XI = (XE + kTcThreads - 1) / kTcThreads;
+  for (int i = 0; i < XI; i += kTcLoadBatch) {
+    float v[kTcLoadBatch];
+#pragma unroll
+    for (int u = 0; u < kTcLoadBatch; ++u) {
+      const int e = (i + u) * kTcThreads + threadIdx.x;
+      const int c = e / (XR * XC), rr = e / XC % XR, cc = e % XC;
+      const int hh = 2 * i0 - R / 2 + rr, ww = 2 * j0 - R / 2 + cc;
+      const bool ok = i + u < XI && e < XE && c < C && (unsigned)hh < (unsigned)a.H &&
+                      (unsigned)ww < (unsigned)a.W;
+      v[u] = ok ? __ldg(xn + (size_t)c * a.HW + hh * a.W + ww) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kTcLoadBatch; ++u) {
+      const int e = (i + u) * kTcThreads + threadIdx.x;
+      if (i + u < XI && e < XE) sm.x[e] = mma::bf16(v[u]);
+    }
   }
   // the block's weights, rows k = 0 .. 16·KS − 1 as bf16 pairs (read in order)
-  for (int e = threadIdx.x; e < kTcKB * 8 * KS; e += blockDim.x) {
-    const int m = e / (8 * KS), p = e - m * (8 * KS), k = 2 * p;
-    const float* row = w + (size_t)(kb + m) * CRS;
-    const bool mok = kb + m < a.K;
-    sm.w[m * WLD + p] = mma::bf16x2(mok && k < CRS ? __ldg(row + k) : 0.f,
-                                    mok && k + 1 < CRS ? __ldg(row + k + 1) : 0.f);
+  constexpr int WE = kTcKB * 8 * KS, WI = WE / kTcThreads;
+  static_assert(WE % kTcThreads == 0, "whole rounds of the block's threads");
+  for (int i = 0; i < WI; i += kTcLoadBatch) {
+    float2 v[kTcLoadBatch];
+#pragma unroll
+    for (int u = 0; u < kTcLoadBatch; ++u) {
+      const int e = (i + u) * kTcThreads + threadIdx.x;
+      const int m = e / (8 * KS), k = 2 * (e - m * (8 * KS));
+      const float* row = w + (size_t)(kb + m) * CRS;
+      const bool mok = i + u < WI && kb + m < a.K;
+      v[u] = make_float2(mok && k < CRS ? __ldg(row + k) : 0.f,
+                         mok && k + 1 < CRS ? __ldg(row + k + 1) : 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < kTcLoadBatch; ++u) {
+      const int e = (i + u) * kTcThreads + threadIdx.x;
+      const int m = e / (8 * KS), p = e - m * (8 * KS);
+      if (i + u < WI) sm.w[m * WLD + p] = mma::bf16x2(v[u].x, v[u].y);
+    }
   }
   // B: the staged offset of this lane's k values (c, r, s); past R·R·C the zeros'
   int koff[KS][4];
@@ -750,7 +784,7 @@ __global__ void __launch_bounds__(32 * kTcWarps)
   const bool vec_code = a.qw % 4 == 0 && (reinterpret_cast<uintptr_t>(code) & 3) == 0;
   const int cols = min(kTcQC, a.qw - j0);  // the block's quad columns
 #pragma unroll 1
-  for (int qi = 0; qi < kTcQR; ++qi) {
+  for (int qi = 0; qi < qr; ++qi) {
     const int i = i0 + qi;
     if (i >= a.qh) break;
 #pragma unroll 1
