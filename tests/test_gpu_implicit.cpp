@@ -1249,6 +1249,74 @@ TEST(GpuImplicitSharedDy, OneConversionTheSameBits) {
   }
 }
 
+// implicit::KeepInput (conv2d_kernels.h): in bf16, a forward inside one
+// converts x into the layer's InputCopy and a weight gradient inside one on
+// the same x reads that copy: the bits of the passes converting x each (a
+// plain convolution and the upsample fold). The copy is what the weight
+// gradient reads (x changed after the forward is not seen: why a layer must
+// not change it); another x is converted, not mistaken for the copy; a
+// second scope on the thread is refused; input_copy_bytes counts the copy in
+// bf16 only.
+TEST(GpuImplicitKeepInput, OneConversionTheSameBits) {
+  HPMC_REQUIRE_GPU();
+  const TensorCores tc(Precision::kBf16);
+  Rng rng(17950);
+  const Conv2dShape cs = make_conv2d_shape(3, 128, 9, 7, 96, 3, 3, 1, 1);
+  const Conv2dShape us = make_conv2d_shape(2, 128, 10, 6, 64, 3, 3, 1, 1);  // folded: x 5×3
+  for (const bool fold : {false, true}) {
+    SCOPED_TRACE(fold ? "upsample fold" : "convolution");
+    const Conv2dShape& s = fold ? us : cs;
+    namespace det = gpu::implicit_detail;
+    for (det::ConvPass pass : {det::ConvPass::kForward, det::ConvPass::kWeightGrad})
+      ASSERT_TRUE((fold ? det::plan_upconv(s, pass) : det::plan_conv(s, pass)).nhwc);
+    const size_t xn = size_t(s.N) * s.C * (fold ? s.H * s.W / 4 : s.H * s.W);
+    const size_t yn = size_t(s.N) * s.out_sample();
+    EXPECT_EQ(imp::input_copy_bytes(s, fold, Precision::kBf16), xn * 2);
+    EXPECT_EQ(imp::input_copy_bytes(s, fold, Precision::kFp32), 0u);
+    const std::vector<float> x1 = random_floats(xn, rng), x2 = random_floats(xn, rng);
+    const std::vector<float> w = random_floats(s.weight_count(), rng);
+    const std::vector<float> b = random_floats(size_t(s.K), rng), dy = random_floats(yn, rng);
+    auto x_a = input(x1), x_b = input(x2), w_in = input(w), b_in = input(b), dy_in = input(dy);
+    const auto forward = [&](const float* x) {
+      DevArray y(yn);
+      y.upload(std::vector<float>(yn, kNaN), kGuard);
+      const Activation relu = Activation::relu();
+      if (fold) imp::upconv_forward(s, x, w_in->ptr(), b_in->ptr(), y.ptr(), relu);
+      else imp::conv2d_forward_act(s, x, w_in->ptr(), b_in->ptr(), y.ptr(), relu);
+      finish("forward");
+      return y.payload();
+    };
+    const auto wgrad = [&](const float* x) {
+      DevArray d_w(w.size());
+      d_w.upload(std::vector<float>(w.size(), 0.f), kGuard);
+      if (fold) imp::upconv_backward_params(s, x, dy_in->ptr(), d_w.ptr(), nullptr);
+      else imp::conv2d_backward_params(s, x, dy_in->ptr(), d_w.ptr(), nullptr);
+      finish("weight gradient");
+      return d_w.payload();
+    };
+    const auto same = [](const std::vector<float>& a, const std::vector<float>& c) {
+      return a.size() == c.size() && std::memcmp(a.data(), c.data(), a.size() * 4) == 0;
+    };
+    const std::vector<float> y1 = forward(x_a->ptr()), dw1 = wgrad(x_a->ptr());  // no scope
+    const std::vector<float> dw2 = wgrad(x_b->ptr());
+    ASSERT_FALSE(same(dw1, dw2));
+    imp::InputCopy copy;
+    {
+      const imp::KeepInput keep(copy);
+      EXPECT_THROW(imp::KeepInput{copy}, RuntimeError);
+      EXPECT_TRUE(same(forward(x_a->ptr()), y1)) << "the forward's output changed";
+    }
+    {
+      const imp::KeepInput keep(copy);
+      EXPECT_TRUE(same(wgrad(x_a->ptr()), dw1)) << "the kept copy changed the bits";
+      EXPECT_TRUE(same(wgrad(x_b->ptr()), dw2)) << "another x was mistaken for the copy";
+      x_a->upload(x2, kNaN);  // new contents at the kept address
+      EXPECT_TRUE(same(wgrad(x_a->ptr()), dw1)) << "the weight gradient did not read the copy";
+    }
+    EXPECT_TRUE(same(wgrad(x_a->ptr()), dw2)) << "the copy was read outside a scope";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Precisions, GpuImplicitTc,
                          ::testing::Values(Precision::kTf32, Precision::kBf16),
                          [](const ::testing::TestParamInfo<Precision>& i) {

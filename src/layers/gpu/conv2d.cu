@@ -7,6 +7,11 @@
 
 namespace hpmc::gpu {
 
+size_t Conv2dGPU::workspace_bytes(const Shape& in) const {
+  return family_ == Family::kIm2col ? implicit::input_copy_bytes(conv_shape(in), false, precision())
+                                    : 0;
+}
+
 void Conv2dGPU::forward_impl(const Tensor& x, Tensor& y) {
   const Conv2dShape s = conv_shape(x.shape());
   const float* w = param(0);
@@ -15,7 +20,11 @@ void Conv2dGPU::forward_impl(const Tensor& x, Tensor& y) {
   switch (family_) {
     case Family::kNaive: naive::conv2d_forward(s, x.data<float>(), w, b, out); return;
     case Family::kTiled: tiled::conv2d_forward(s, x.data<float>(), w, b, out); return;
-    case Family::kIm2col: implicit::conv2d_forward(s, x.data<float>(), w, b, out); return;
+    case Family::kIm2col: {
+      const implicit::KeepInput keep(input_copy_);
+      implicit::conv2d_forward(s, x.data<float>(), w, b, out);
+      return;
+    }
   }
   throw RuntimeError(str("conv2d '", name(), "': unknown kernel family ", int(family_)));
 }
@@ -36,9 +45,12 @@ void Conv2dGPU::backward_impl(const Tensor& x, const Tensor& /*y*/, const Tensor
       if (dx) tiled::conv2d_backward_data(s, dyp, param(0), dx->data<float>());
       return;
     case Family::kIm2col: {
-      const implicit::SharedDy shared;  // dy converted once for both passes (bf16)
-      implicit::conv2d_backward_params(s, xp, dyp, dw, db);
+      // bf16: x's copy from the forward, dy converted once (with the weights'
+      // layout of the input gradient, which therefore runs first).
+      const implicit::KeepInput keep(input_copy_);
+      const implicit::SharedDy shared;
       if (dx) implicit::conv2d_backward_data(s, dyp, param(0), dx->data<float>());
+      implicit::conv2d_backward_params(s, xp, dyp, dw, db);
       return;
     }
   }

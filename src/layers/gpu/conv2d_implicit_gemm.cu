@@ -206,6 +206,7 @@
 #include "layers/gpu/implicit_thin_input_kernels.cuh"
 #include "layers/gpu/implicit_upconv_kernels.cuh"
 #include "layers/gpu/implicit_upconv_nhwc_kernels.cuh"
+#include "layers/gpu/scratch.h"
 
 namespace hpmc::gpu {
 
@@ -567,20 +568,37 @@ void activate_inplace(float* y, long long count, int plane, int Nch, const Activ
   HPMC_CUDA_LAUNCH_CHECK(what);
 }
 
-// out = in (N images of cin channels × plane, NCHW FP32) in NHWC bf16, cin % 32
-// == 0, in launches of at most 65535 images (gridDim.z).
-void to_nhwc_bf16(const float* in, int N, int cin, int plane, uint16_t* out, const char* what) {
+// A pass's bf16 operands in one launch (nhwc::prep_kernel): `in` (N images of
+// cin channels × plane, NCHW FP32, cin % 32 == 0) into `out` in NHWC bf16
+// when out is not null, and the weights' layout wop (nhwc::NoWeights: none).
+template <class W>
+void prep_operands(const float* in, int N, int cin, int plane, uint16_t* out, const W& wop,
+                   const char* what) {
   namespace nh = nhwc;
-  for (int n0 = 0; n0 < N; n0 += 65535) {
-    const int n = std::min(N - n0, 65535);
-    const dim3 grid{unsigned((plane + nh::kToNhwcPix - 1) / nh::kToNhwcPix), unsigned(cin / 32),
-                    unsigned(n)};
-    nh::to_nhwc_bf16_kernel<<<grid, nh::kToNhwcThreads>>>(
-        in + size_t(n0) * cin * plane, cin, plane,
-        reinterpret_cast<uint4*>(out) + size_t(n0) * cin * plane / 8);
-    HPMC_CUDA_LAUNCH_CHECK(what);
-  }
+  const int ptiles = (plane + nh::kToNhwcPix - 1) / nh::kToNhwcPix;
+  const long long act_blocks = out ? (long long)ptiles * (cin / 32) * N : 0;
+  const long long w_blocks =
+      std::min<long long>((wop.count() + nh::kToNhwcThreads - 1) / nh::kToNhwcThreads, 1 << 16);
+  const long long blocks = act_blocks + w_blocks;
+  if (blocks == 0) return;
+  check_grid(what, blocks);
+  nh::prep_kernel<<<unsigned(blocks), nh::kToNhwcThreads>>>(
+      in, cin, plane, ptiles, act_blocks, reinterpret_cast<uint4*>(out), wop);
+  HPMC_CUDA_LAUNCH_CHECK(what);
 }
+
+// out = in in NHWC bf16 (prep_operands without weights).
+void to_nhwc_bf16(const float* in, int N, int cin, int plane, uint16_t* out, const char* what) {
+  prep_operands(in, N, cin, plane, out, nhwc::NoWeights{}, what);
+}
+
+// Where a pass reads an activation operand in NHWC bf16, and whether it has
+// to be converted there first (convert) or is there already.
+struct NhwcSlot {
+  uint16_t* at;
+  bool convert;
+  uint16_t* target() const { return convert ? at : nullptr; }  // prep_operands' out
+};
 
 // SharedDy's state (conv2d_kernels.h): whether one lives, and the NHWC bf16
 // copy of the dy it has seen, in a buffer of its own (the passes' workspace
@@ -589,7 +607,7 @@ struct DyCopy {
   bool scope = false, valid = false;
   const float* src = nullptr;
   int N = 0, cin = 0, plane = 0;
-  const uint16_t* copy = nullptr;
+  uint16_t* copy = nullptr;
   Scratch buf;
 };
 DyCopy& dy_copy() {
@@ -597,23 +615,66 @@ DyCopy& dy_copy() {
   return d;
 }
 
-// dy (N images of cin channels × plane, NCHW FP32) in NHWC bf16: inside a
-// SharedDy the scope's copy (converted by the first pass that asks), else
-// ws_copy, converted now.
-const uint16_t* nhwc_dy(const float* dy, int N, int cin, int plane, uint16_t* ws_copy,
-                        const char* what) {
+// dy (N images of cin channels × plane) in NHWC bf16: inside a SharedDy the
+// scope's copy (to be converted by the first pass that asks: the caller
+// converts when the slot says so, before anything reads it), else ws_copy.
+NhwcSlot nhwc_dy(const float* dy, int N, int cin, int plane, uint16_t* ws_copy) {
   DyCopy& d = dy_copy();
-  if (!d.scope) {
-    to_nhwc_bf16(dy, N, cin, plane, ws_copy, what);
-    return ws_copy;
-  }
-  if (d.valid && d.src == dy && d.N == N && d.cin == cin && d.plane == plane) return d.copy;
+  if (!d.scope) return {ws_copy, true};
+  if (d.valid && d.src == dy && d.N == N && d.cin == cin && d.plane == plane)
+    return {d.copy, false};
   d.valid = false;
-  uint16_t* c = reinterpret_cast<uint16_t*>(d.buf.get(round4((size_t(N) * cin * plane + 1) / 2)));
-  to_nhwc_bf16(dy, N, cin, plane, c, what);
-  d.src = dy, d.N = N, d.cin = cin, d.plane = plane, d.copy = c;
+  d.copy = reinterpret_cast<uint16_t*>(d.buf.get(round4((size_t(N) * cin * plane + 1) / 2)));
+  d.src = dy, d.N = N, d.cin = cin, d.plane = plane;
   d.valid = true;
-  return c;
+  return {d.copy, true};
+}
+
+}  // namespace
+}  // namespace implicit_detail
+
+namespace implicit {
+// InputCopy's state (conv2d_kernels.h): the NHWC bf16 copy of the x its last
+// forward converted, and which x that was.
+struct InputCopy::State {
+  DeviceScratch buf;
+  uint16_t* copy = nullptr;
+  const float* src = nullptr;
+  int N = 0, C = 0, plane = 0;
+  bool valid = false;
+};
+}  // namespace implicit
+
+namespace implicit_detail {
+namespace {
+
+// The InputCopy of the KeepInput alive on this thread, or null.
+implicit::InputCopy::State*& kept_input() {
+  static thread_local implicit::InputCopy::State* k = nullptr;
+  return k;
+}
+
+// A forward's x (N images of C channels × plane) in NHWC bf16, to be
+// converted: inside a KeepInput, when the weight gradient's channels-last
+// kernel takes the shape (nhwc_weight_grad: the fold's too), into its copy,
+// else into ws_copy.
+NhwcSlot nhwc_forward_x(const float* x, int N, int C, int K, int plane, uint16_t* ws_copy) {
+  implicit::InputCopy::State* k = kept_input();
+  if (!k || !nhwc_weight_grad(C, K)) return {ws_copy, true};
+  k->valid = false;
+  k->copy = reinterpret_cast<uint16_t*>(k->buf.floats(round4((size_t(N) * C * plane + 1) / 2)));
+  k->src = x, k->N = N, k->C = C, k->plane = plane;
+  k->valid = true;
+  return {k->copy, true};
+}
+
+// A weight gradient's x in NHWC bf16: the KeepInput's copy where it is of
+// this x, else ws_copy, to be converted.
+NhwcSlot nhwc_wgrad_x(const float* x, int N, int C, int plane, uint16_t* ws_copy) {
+  const implicit::InputCopy::State* k = kept_input();
+  if (k && k->valid && k->src == x && k->N == N && k->C == C && k->plane == plane)
+    return {k->copy, false};
+  return {ws_copy, true};
 }
 
 // The channels-last kernels' slices: the plan's k-tiles are 8, theirs 32, so
@@ -657,12 +718,11 @@ void conv_nhwc(const ConvArgs& a, bool dgrad, const ConvPlan& p, const float* in
   float* ws = scratch().get(slice_floats + in_floats + w_floats);
   uint16_t* inh = reinterpret_cast<uint16_t*>(ws + slice_floats);
   uint16_t* wb = reinterpret_cast<uint16_t*>(ws + slice_floats + in_floats);
-  const uint16_t* inb = inh;
-  if (dgrad) inb = nhwc_dy(in, a.N, cin, in_plane, inh, what);
-  else to_nhwc_bf16(in, a.N, cin, in_plane, inh, what);
-  nh::weights_kmajor_bf16_kernel<<<grid_stride_blocks(w_count), 256>>>(w, a.K, a.C, a.RS, dgrad,
-                                                                       wb);
-  HPMC_CUDA_LAUNCH_CHECK(what);
+  const NhwcSlot slot = dgrad ? nhwc_dy(in, a.N, cin, in_plane, inh)
+                             : nhwc_forward_x(in, a.N, cin, a.K, in_plane, inh);
+  prep_operands(in, a.N, cin, in_plane, slot.target(),
+                nh::KmajorWeightsBf16{w, a.K, a.C, a.RS, dgrad, wb}, what);
+  const uint16_t* inb = slot.at;
 
   const dim3 grid{unsigned((M + nh::kBM - 1) / nh::kBM), unsigned((Nch + nh::kBN - 1) / nh::kBN),
                   unsigned(splits)};
@@ -694,8 +754,9 @@ void conv_nhwc(const ConvArgs& a, bool dgrad, const ConvPlan& p, const float* in
 }
 
 // A weight gradient's operands in NHWC bf16, in the workspace after its
-// slice_floats floats of split slices: x (N images of C × x_plane) converted
-// now, dy (K × dy_plane) through nhwc_dy.
+// slice_floats floats of split slices, converted now where they are not
+// already: x (N images of C × x_plane) through nhwc_wgrad_x (a KeepInput's
+// copy), dy (K × dy_plane) through nhwc_dy (a SharedDy's).
 struct NhwcOperands {
   float* ws;
   const uint16_t* x;
@@ -708,8 +769,10 @@ NhwcOperands nhwc_wgrad_operands(size_t slice_floats, const float* x, int N, int
   float* ws = scratch().get(slice_floats + x_floats + dy_floats);
   uint16_t* xh = reinterpret_cast<uint16_t*>(ws + slice_floats);
   uint16_t* dyh = reinterpret_cast<uint16_t*>(ws + slice_floats + x_floats);
-  to_nhwc_bf16(x, N, C, x_plane, xh, what);
-  return {ws, xh, nhwc_dy(dy, N, K, dy_plane, dyh, what)};
+  const NhwcSlot xs = nhwc_wgrad_x(x, N, C, x_plane, xh), ds = nhwc_dy(dy, N, K, dy_plane, dyh);
+  if (xs.convert) to_nhwc_bf16(x, N, C, x_plane, xs.at, what);
+  if (ds.convert) to_nhwc_bf16(dy, N, K, dy_plane, ds.at, what);
+  return {ws, xs.at, ds.at};
 }
 
 // dw += the slices of a tap-major weight gradient (splitk_reduce_taps_kernel).
@@ -1230,14 +1293,6 @@ void fold_out_reduce(const float* ws, int splits, const UpArgs& a, const float* 
   HPMC_CUDA_LAUNCH_CHECK("upsample fold forward (split-K sum)");
 }
 
-// The summed filters as bf16 rows of k (upconv_weights_bf16_kernel) into wb.
-void fold_weights_bf16(const UpArgs& a, const float* w, bool for_dgrad, uint16_t* wb,
-                       const char* what) {
-  nhwc::upconv_weights_bf16_kernel<<<grid_stride_blocks((long long)a.K * a.C), 256>>>(
-      w, a.K, a.C, for_dgrad, wb);
-  HPMC_CUDA_LAUNCH_CHECK(what);
-}
-
 // bf16's channels-last fold (implicit_upconv_nhwc_kernels.cuh), one function a
 // pass: the workspace holds the split slices, then the input in NHWC bf16
 // (x_low, or dy), then the summed filters as bf16 rows of k.
@@ -1255,8 +1310,9 @@ void upconv_nhwc_forward(const UpArgs& a, const ConvPlan& p, const float* x_low,
   float* ws = scratch().get(slice_floats + x_floats + w_floats);
   uint16_t* xh = reinterpret_cast<uint16_t*>(ws + slice_floats);
   uint16_t* wb = reinterpret_cast<uint16_t*>(ws + slice_floats + x_floats);
-  to_nhwc_bf16(x_low, a.N, a.C, a.hw, xh, what);
-  fold_weights_bf16(a, w, false, wb, what);
+  const NhwcSlot xs = nhwc_forward_x(x_low, a.N, a.C, a.K, a.hw, xh);
+  prep_operands(x_low, a.N, a.C, a.hw, xs.target(), nh::FoldWeightsBf16{w, a.K, a.C, false, wb},
+                what);
   const dim3 grid{unsigned((a.M + nh::kBM - 1) / nh::kBM), unsigned((a.K + nh::kBN - 1) / nh::kBN),
                   unsigned(4 * splits)};
   const auto launch = [&](const auto& e) {
@@ -1264,11 +1320,11 @@ void upconv_nhwc_forward(const UpArgs& a, const ConvPlan& p, const float* x_low,
     if (use_wgmma()) {
       allow_smem<nh::upconv_nhwc_kernel<false, Epi, true>>(nh::kWgSmemBytes);
       nh::upconv_nhwc_kernel<false, Epi, true>
-          <<<grid, nh::kNT, nh::kWgSmemBytes>>>(a, xh, wb, splits, tps, e);
+          <<<grid, nh::kNT, nh::kWgSmemBytes>>>(a, xs.at, wb, splits, tps, e);
     } else {
       allow_smem<nh::upconv_nhwc_kernel<false, Epi>>(nh::kSmemBytes);
-      nh::upconv_nhwc_kernel<false, Epi><<<grid, nh::kNT, nh::kSmemBytes>>>(a, xh, wb, splits,
-                                                                            tps, e);
+      nh::upconv_nhwc_kernel<false, Epi><<<grid, nh::kNT, nh::kSmemBytes>>>(a, xs.at, wb,
+                                                                            splits, tps, e);
     }
     HPMC_CUDA_LAUNCH_CHECK(what);
   };
@@ -1300,8 +1356,10 @@ void upconv_nhwc_backward_data(const UpArgs& a, const ConvPlan& p, const float* 
   float* ws = scratch().get(slice_floats + dy_floats + w_floats);
   uint16_t* dyh = reinterpret_cast<uint16_t*>(ws + slice_floats);
   uint16_t* wb = reinterpret_cast<uint16_t*>(ws + slice_floats + dy_floats);
-  const uint16_t* dyb = nhwc_dy(dy, a.N, a.K, a.HW, dyh, what);
-  fold_weights_bf16(a, w, true, wb, what);
+  const NhwcSlot ds = nhwc_dy(dy, a.N, a.K, a.HW, dyh);
+  prep_operands(dy, a.N, a.K, a.HW, ds.target(), nh::FoldWeightsBf16{w, a.K, a.C, true, wb},
+                what);
+  const uint16_t* dyb = ds.at;
   const ConvOut e = splits > 1
                         ? make_conv_out(ws, nullptr, a.M, a.C, a.hw, count)
                         : make_conv_out(dx_low, nullptr, a.M, a.C, a.hw, 0, false, relu_mask);
@@ -1754,6 +1812,24 @@ SharedDy::~SharedDy() {
   DyCopy& d = dy_copy();
   d.scope = false;
   d.valid = false;
+}
+
+InputCopy::InputCopy() : state_(std::make_unique<State>()) {}
+InputCopy::~InputCopy() = default;
+
+KeepInput::KeepInput(InputCopy& copy) {
+  InputCopy::State*& k = kept_input();
+  if (k) throw RuntimeError("implicit conv2d: a KeepInput is already alive on this thread");
+  k = copy.state_.get();
+}
+
+KeepInput::~KeepInput() { kept_input() = nullptr; }
+
+size_t input_copy_bytes(const Conv2dShape& s, bool fold, Precision p) {
+  if (p != Precision::kBf16 || !nhwc_weight_grad(s.C, s.K)) return 0;  // as nhwc_forward_x
+  if (fold)
+    return upconv_nhwc_forward(s) ? size_t(s.N) * s.C * (s.H / 2) * (s.W / 2) * 2 : 0;
+  return nhwc_forward(s.C, s.K) ? size_t(s.N) * s.C * s.H * s.W * 2 : 0;
 }
 
 void upconv_forward(const Conv2dShape& s, const float* x_low, const float* w, const float* b,

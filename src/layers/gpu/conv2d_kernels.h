@@ -19,6 +19,8 @@
 // All handle any size; no dimension need be a multiple of a tile.
 #pragma once
 
+#include <memory>
+
 #include "core/precision.h"
 #include "layers/conv_shape.h"
 #include "layers/epilogue_act.h"
@@ -137,6 +139,47 @@ class SharedDy {
   SharedDy(const SharedDy&) = delete;
   SharedDy& operator=(const SharedDy&) = delete;
 };
+
+// ---- a layer's channels-last copy of a convolution's input, forward to backward ----
+// In bf16 the channels-last forward (plain and folded) converts its input x
+// to NHWC bf16 in a pass of its own, and the weight gradient needs the same
+// x in the same form. A layer that owns an InputCopy per convolution and
+// opens a KeepInput on it around that convolution's forward and again
+// around its backward has the forward convert x into the copy, and the
+// weight gradient read the copy instead of converting x again when it is of
+// the same x (pointer and extents; else it converts as before): the same
+// bits, one conversion fewer. The layer must not change x between the two
+// (its backward reads x anyway, and y is the output of that forward). One
+// KeepInput at a time on the thread that issues the work (a second throws);
+// the thin kernels and the FP32-stage engine (every pass outside bf16's
+// channels-last plans) read x as it is and ignore it. The copy is device
+// memory of half x's size, held until the InputCopy goes.
+class InputCopy {
+ public:
+  InputCopy();
+  ~InputCopy();
+  InputCopy(const InputCopy&) = delete;
+  InputCopy& operator=(const InputCopy&) = delete;
+  struct State;  // conv2d_implicit_gemm.cu
+
+ private:
+  friend class KeepInput;
+  std::unique_ptr<State> state_;
+};
+
+class KeepInput {
+ public:
+  explicit KeepInput(InputCopy& copy);
+  ~KeepInput();
+  KeepInput(const KeepInput&) = delete;
+  KeepInput& operator=(const KeepInput&) = delete;
+};
+
+// The most an InputCopy holds for convolution s in precision p (its forward's
+// x in NHWC bf16 where a channels-last plan may take it, else 0); fold: s is
+// an upsample fold's shape (conv2d_kernels.h's upconv_*), its x the low
+// resolution. For Layer::workspace_bytes.
+size_t input_copy_bytes(const Conv2dShape& s, bool fold, Precision p);
 }  // namespace implicit
 
 }  // namespace hpmc::gpu

@@ -61,6 +61,8 @@ FusedChainGPU::FusedChainGPU(std::vector<ChainStep> steps) : LayerGPU(std::move(
     linear_.push_back(s.kind == Kind::kLinear
                           ? std::make_unique<LinearProducts>(s.linear, Family::kIm2col)
                           : nullptr);
+    input_copy_.push_back(s.kind == Kind::kConv ? std::make_unique<implicit::InputCopy>()
+                                                : nullptr);
   }
 }
 
@@ -93,6 +95,10 @@ size_t FusedChainGPU::workspace_bytes(const Shape& in) const {
   for (const Shape& s : b.codes) bytes += s.count() * size_t(in.n);  // one byte each
   for (const auto& l : linear_)
     if (l) bytes += l->workspace_bytes(in.n, precision());
+  for (size_t i = 0; i < steps_.size(); ++i)
+    if (steps_[i].kind == Kind::kConv)
+      bytes += implicit::input_copy_bytes(conv_shape_of(steps_[i], step_input(i, in)),
+                                          steps_[i].fold > 1, precision());
   return bytes;
 }
 
@@ -149,6 +155,7 @@ void FusedChainGPU::forward_impl(const Tensor& x, Tensor& y) {
         const Conv2dShape cs = conv_shape_of(s, in_shape);
         const float* w = param(param_at_[i]);
         const float* b = s.conv.bias ? param(param_at_[i] + 1) : nullptr;
+        const implicit::KeepInput keep(*input_copy_[i]);
         if (s.fold > 1) implicit::upconv_forward(cs, in, w, b, out, s.act);
         else implicit::conv2d_forward_act(cs, in, w, b, out, s.act);
         break;
@@ -208,14 +215,17 @@ void FusedChainGPU::backward_impl(const Tensor& x, const Tensor& y, const Tensor
         const float* w = param(param_at_[i]);
         float* dw = grad(param_at_[i]);
         float* db = s.conv.bias ? grad(param_at_[i] + 1) : nullptr;
-        const implicit::SharedDy shared;  // gc converted once for both passes (bf16)
+        // bf16: the forward's copy of `in`, and gc converted once (with the
+        // weights' layout of the input gradient, which therefore runs first).
+        const implicit::KeepInput keep(*input_copy_[i]);
+        const implicit::SharedDy shared;
         if (s.fold > 1) {
-          implicit::upconv_backward_params(cs, in, gc, dw, db);
           if (target)
             implicit::upconv_backward_data(cs, gc, w, s.mask_input ? in : nullptr, target);
+          implicit::upconv_backward_params(cs, in, gc, dw, db);
         } else {
-          implicit::conv2d_backward_params(cs, in, gc, dw, db);
           if (target) implicit::conv2d_backward_data(cs, gc, w, target);
+          implicit::conv2d_backward_params(cs, in, gc, dw, db);
         }
         break;
       }
@@ -261,8 +271,8 @@ void FusedChainGPU::pooled_conv_backward(size_t i, const Shape& in_shape, const 
   float* gc = grads_[i + 1].data<float>();
   implicit::maxpool2x2_backward_codes(cs, code, gp, pool.mask_input, gc);
   const implicit::SharedDy shared;  // gc converted once for both passes (bf16)
-  implicit::conv2d_backward_params(cs, in, gc, dw, db);
   if (target) implicit::conv2d_backward_data(cs, gc, param(param_at_[i]), target);
+  implicit::conv2d_backward_params(cs, in, gc, dw, db);
 }
 
 LayerPtr make_fused_layer(std::vector<ChainStep> steps) {

@@ -17,9 +17,9 @@
 //                       no later step runs it (the activation layer's backward
 //                       kernel on y: relu_backward, leaky_relu_backward,
 //                       sigmoid_backward, tanh_backward), then
-//                       conv2d_backward_params / upconv_backward_params, then
 //                       the data gradient (upconv_backward_data with the mask
-//                       of its input when mask_input)
+//                       of its input when mask_input), then
+//                       conv2d_backward_params / upconv_backward_params
 //             linear    as conv, the activation's backward first, then
 //                       LinearProducts::backward (the ReLU mask of its input
 //                       in the input gradient's epilogue when mask_input)
@@ -43,8 +43,13 @@
 // whose activation's backward it runs itself, the gradient before that
 // activation; and each linear step's packed bf16 operands (linear.h). A
 // conv that pools keeps no output, but a byte per pooled value (its codes).
-// workspace_bytes counts them; reserve() allocates them for the largest
-// batch, and a pass on a larger batch grows them.
+// In bf16 each conv step's channels-last passes run inside an
+// implicit::KeepInput on the step's InputCopy (its input in NHWC bf16, from
+// the forward to the weight gradient) and its backward inside an
+// implicit::SharedDy (dy converted once for both passes). workspace_bytes
+// counts them all (the copies at most: implicit::input_copy_bytes);
+// reserve() allocates the tensors for the largest batch, and a pass on a
+// larger batch grows them (the copies grow as they are first filled).
 #pragma once
 
 #include <memory>
@@ -52,6 +57,7 @@
 
 #include "core/tensor.h"
 #include "layers/fused_spec.h"
+#include "layers/gpu/conv2d_kernels.h"
 #include "layers/gpu/linear.h"
 
 namespace hpmc::gpu {
@@ -96,6 +102,9 @@ class FusedChainGPU : public LayerGPU<FusedChainSpec> {
   std::vector<size_t> param_at_;
   // Each step's products, for the linear steps (null for the others).
   std::vector<std::unique_ptr<LinearProducts>> linear_;
+  // Each conv step's input in NHWC bf16 from forward to backward (null for
+  // the other steps; used in bf16 only).
+  std::vector<std::unique_ptr<implicit::InputCopy>> input_copy_;
 };
 
 }  // namespace hpmc::gpu

@@ -12,9 +12,9 @@
 // and rounded per fragment: about 8 instructions per mma, at 4–10% of the
 // tensor cores' peak. Here both operands arrive rounded to bf16 with the
 // channel (the reduction) fastest:
-//   A   the activation in NHWC bf16 (to_nhwc_bf16_kernel): row m of a k-tile
+//   A   the activation in NHWC bf16 (prep_kernel): row m of a k-tile
 //       (tap r, s; channels c0 … c0+31) is 64 contiguous bytes of one pixel;
-//   B   the weights as rows of k (weights_kmajor_bf16_kernel): forward
+//   B   the weights as rows of k (KmajorWeightsBf16): forward
 //       wb[ko][(r·S + s)·C + c], backward_data wb[c][(r·S + s)·K + ko].
 // A stage is BM rows of A and BN rows of B, 64 bytes (32 k) each, written by
 // 16-byte cp.async (4 pieces a row) and read by ldmatrix: one ldmatrix.x4
@@ -583,15 +583,25 @@ __global__ void __launch_bounds__(kNT, 2)
   });
 }
 
+// A pass's operands in bf16 in one launch: blocks [0, act_blocks) convert the
+// activation (to_nhwc_tile), the others the weights (wop, a grid-stride loop
+// over wop.count() elements; NoWeights: none). Two small passes of one
+// launch each were two launches' ramps and tails (CIFAR's six weight
+// conversions about 22 µs a step on their own, their elements a few
+// hundred thousand at most).
+//
 // y[n][p][c] = bf16(x[n][c][p]) for p < HW, C % 32 == 0: a block takes 64
-// pixels × 32 channels of one image (blockIdx.z), reads them along the
-// pixels, writes 8 channels (16 bytes) a thread.
+// pixels × 32 channels of one image, reads them along the pixels, writes 8
+// channels (16 bytes) a thread; its block index counts pixel tiles fastest
+// (ptiles of them), then channel tiles, then images.
 constexpr int kToNhwcPix = 64, kToNhwcThreads = 256;
-__global__ void __launch_bounds__(kToNhwcThreads)
-    to_nhwc_bf16_kernel(const float* __restrict__ x, int C, int HW, uint4* __restrict__ y) {
-  __shared__ float tile[32][kToNhwcPix + 1];
-  const int p0 = blockIdx.x * kToNhwcPix, c0 = blockIdx.y * 32;
-  const float* xb = x + ((size_t)blockIdx.z * C + c0) * HW;
+__device__ __forceinline__ void to_nhwc_tile(const float* __restrict__ x, int C, int HW,
+                                             int ptiles, long long block, uint4* __restrict__ y,
+                                             float (&tile)[32][kToNhwcPix + 1]) {
+  const int ctiles = C / 32;
+  const int p0 = int(block % ptiles) * kToNhwcPix, c0 = int((block / ptiles) % ctiles) * 32;
+  const long long img = block / ((long long)ptiles * ctiles);
+  const float* xb = x + ((size_t)img * C + c0) * HW;
   for (int e = threadIdx.x; e < 32 * kToNhwcPix; e += kToNhwcThreads) {
     const int c = e / kToNhwcPix, p = e % kToNhwcPix;
     tile[c][p] = p0 + p < HW ? __ldg(xb + (size_t)c * HW + p0 + p) : 0.f;
@@ -604,21 +614,45 @@ __global__ void __launch_bounds__(kToNhwcThreads)
   o.y = gpu::mma::bf16x2(tile[8 * q + 2][p], tile[8 * q + 3][p]);
   o.z = gpu::mma::bf16x2(tile[8 * q + 4][p], tile[8 * q + 5][p]);
   o.w = gpu::mma::bf16x2(tile[8 * q + 6][p], tile[8 * q + 7][p]);
-  y[(((size_t)blockIdx.z * HW + p0 + p) * C + c0) / 8 + q] = o;
+  y[(((size_t)img * HW + p0 + p) * C + c0) / 8 + q] = o;
 }
 
-// The weights w[ko][c][rs] as bf16 rows of k: forward wb[ko][rs·C + c],
-// backward_data wb[c][rs·K + ko]. One thread per element of wb.
-__global__ void __launch_bounds__(256)
-    weights_kmajor_bf16_kernel(const float* __restrict__ w, int K, int C, int RS,
-                               bool for_dgrad, uint16_t* __restrict__ wb) {
-  const int count = K * C * RS;
-  const int inner = for_dgrad ? K : C;  // the k's channel: c (forward) or ko
-  for (int o = blockIdx.x * blockDim.x + threadIdx.x; o < count; o += gridDim.x * blockDim.x) {
-    const int ch = o % inner, t = o / inner, rs = t % RS, row = t / RS;
+// The weights w[ko][c][rs] as bf16 rows of k, element o of wb: forward
+// wb[ko][rs·C + c], backward_data wb[c][rs·K + ko].
+struct KmajorWeightsBf16 {
+  const float* w;
+  int K, C, RS;
+  bool for_dgrad;
+  uint16_t* wb;
+  __host__ __device__ long long count() const { return (long long)K * C * RS; }
+  __device__ void operator()(long long o) const {
+    const int inner = for_dgrad ? K : C;  // the k's channel: c (forward) or ko
+    const int ch = int(o % inner);
+    const long long t = o / inner;
+    const int rs = int(t % RS), row = int(t / RS);
     const int ko = for_dgrad ? ch : row, c = for_dgrad ? row : ch;
     wb[o] = gpu::mma::bf16(__ldg(w + ((size_t)ko * C + c) * RS + rs));
   }
+};
+
+struct NoWeights {
+  __host__ __device__ long long count() const { return 0; }
+  __device__ void operator()(long long) const {}
+};
+
+template <class W>
+__global__ void __launch_bounds__(kToNhwcThreads)
+    prep_kernel(const float* __restrict__ x, int C, int HW, int ptiles, long long act_blocks,
+                uint4* __restrict__ y, W wop) {
+  __shared__ float tile[32][kToNhwcPix + 1];
+  if ((long long)blockIdx.x < act_blocks) {
+    to_nhwc_tile(x, C, HW, ptiles, blockIdx.x, y, tile);
+    return;
+  }
+  const long long count = wop.count(), step = (gridDim.x - act_blocks) * kToNhwcThreads;
+  for (long long e = (blockIdx.x - act_blocks) * kToNhwcThreads + threadIdx.x; e < count;
+       e += step)
+    wop(e);
 }
 
 }  // namespace hpmc::gpu::implicit_detail::nhwc

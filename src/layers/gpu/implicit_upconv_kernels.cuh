@@ -333,25 +333,33 @@ __device__ __forceinline__ float fold_weight_sum(const float (&src)[9], int pt) 
   return (float)sum;
 }
 
-// Calls store(ko, c, pt, Wc_p[t]) (pt = 4p + t) for every filter (ko, c) of
-// w[ko][c][3][3] and every pt < 16: one thread per filter, ko fastest across
-// the threads when ko_fast (else c), so that the stores of a layout with that
-// index fastest coalesce; each thread loads its filter's 9 values at once.
+// Calls store(ko, c, pt, Wc_p[t]) (pt = 4p + t) for filter e of w[ko][c][3][3]
+// and every pt < 16, where e counts the filters ko fastest when ko_fast (else
+// c), so that the stores of a layout with that index fastest coalesce when
+// consecutive threads take consecutive e; the filter's 9 values are loaded at
+// once.
+template <class Store>
+__device__ __forceinline__ void fold_weight_element(const float* __restrict__ w, int K, int C,
+                                                    bool ko_fast, long long e,
+                                                    const Store& store) {
+  const int fast = ko_fast ? K : C;
+  const int f = int(e % fast), sl = int(e / fast);
+  const int ko = ko_fast ? f : sl, c = ko_fast ? sl : f;
+  float src[9];
+#pragma unroll
+  for (int j = 0; j < 9; ++j) src[j] = __ldg(w + ((size_t)ko * C + c) * 9 + j);
+#pragma unroll
+  for (int pt = 0; pt < 16; ++pt) store(ko, c, pt, fold_weight_sum(src, pt));
+}
+
+// fold_weight_element for every filter, one thread each (grid-stride).
 template <class Store>
 __device__ __forceinline__ void for_each_fold_weight(const float* __restrict__ w, int K, int C,
                                                      bool ko_fast, const Store& store) {
   const long long count = (long long)K * C;
   for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < count;
-       e += (long long)gridDim.x * blockDim.x) {
-    const int fast = ko_fast ? K : C;
-    const int f = int(e % fast), sl = int(e / fast);
-    const int ko = ko_fast ? f : sl, c = ko_fast ? sl : f;
-    float src[9];
-#pragma unroll
-    for (int j = 0; j < 9; ++j) src[j] = __ldg(w + ((size_t)ko * C + c) * 9 + j);
-#pragma unroll
-    for (int pt = 0; pt < 16; ++pt) store(ko, c, pt, fold_weight_sum(src, pt));
-  }
+       e += (long long)gridDim.x * blockDim.x)
+    fold_weight_element(w, K, C, ko_fast, e, store);
 }
 
 // The parities' summed filters, from w[ko][c][r][s]:

@@ -233,15 +233,22 @@ __global__ void __launch_bounds__(kNT, 2)
 // The parities' summed filters (fold_weight_sum) as bf16 rows of k:
 //   forward         wb[(p·K + ko)·4C + t·C + c]
 //   backward_data   wb[c·16K + (4p + t)·K + ko]
-// (for_each_fold_weight: the layout's fastest index on the lanes).
-__global__ void __launch_bounds__(256)
-    upconv_weights_bf16_kernel(const float* __restrict__ w, int K, int C, bool for_dgrad,
-                               uint16_t* __restrict__ out) {
-  for_each_fold_weight(w, K, C, for_dgrad, [&](int ko, int c, int pt, float v) {
-    const int p = pt >> 2, t = pt & 3;
-    out[for_dgrad ? ((size_t)c * 16 + pt) * K + ko
-                  : ((size_t)p * K + ko) * 4 * C + (size_t)t * C + c] = gpu::mma::bf16(v);
-  });
-}
+// element e the filter fold_weight_element takes, the layout's fastest index
+// on the lanes. An operand of prep_kernel (one launch with the activation's
+// conversion).
+struct FoldWeightsBf16 {
+  const float* w;
+  int K, C;
+  bool for_dgrad;
+  uint16_t* out;
+  __host__ __device__ long long count() const { return (long long)K * C; }
+  __device__ void operator()(long long e) const {
+    fold_weight_element(w, K, C, for_dgrad, e, [&](int ko, int c, int pt, float v) {
+      const int p = pt >> 2, t = pt & 3;
+      out[for_dgrad ? ((size_t)c * 16 + pt) * K + ko
+                    : ((size_t)p * K + ko) * 4 * C + (size_t)t * C + c] = gpu::mma::bf16(v);
+    });
+  }
+};
 
 }  // namespace hpmc::gpu::implicit_detail::nhwc
